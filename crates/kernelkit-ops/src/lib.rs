@@ -1,0 +1,1 @@
+//! kernelkit's op library: CUDA sources of the shipped ops and their CPU implementations.
