@@ -1,0 +1,421 @@
+//! The CUDA driver API, resolved at run time.
+//!
+//! kernelkit borrows PyTorch's world: it retains each device's primary context (the one the
+//! CUDA runtime, and so PyTorch, uses), launches on stream handles it is given, and never
+//! creates or destroys a context or a stream. Nothing here synchronizes unless asked to.
+
+use crate::error::{Error, Library, Result};
+use crate::loader::{self, Opened, SearchPaths};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+pub type CuResult = c_int;
+pub type CuDevice = c_int;
+pub type CuContext = *mut c_void;
+pub type CuModule = *mut c_void;
+pub type CuFunction = *mut c_void;
+pub type CuStream = *mut c_void;
+
+pub const CUDA_SUCCESS: CuResult = 0;
+
+/// Device attributes kernelkit reads (values from cuda.h's CUdevice_attribute).
+#[derive(Clone, Copy, Debug)]
+#[repr(i32)]
+pub enum DeviceAttr {
+    MaxThreadsPerBlock = 1,
+    MultiprocessorCount = 16,
+    L2CacheSize = 38,
+    ComputeCapabilityMajor = 75,
+    ComputeCapabilityMinor = 76,
+    MaxSharedMemoryPerBlockOptin = 97,
+}
+
+/// Function attributes (CUfunction_attribute).
+#[derive(Clone, Copy, Debug)]
+#[repr(i32)]
+pub enum FuncAttr {
+    MaxThreadsPerBlock = 0,
+    SharedSizeBytes = 1,
+    LocalSizeBytes = 3,
+    NumRegs = 4,
+    MaxDynamicSharedSizeBytes = 8,
+}
+
+type FnInit = unsafe extern "C" fn(c_uint) -> CuResult;
+type FnDriverGetVersion = unsafe extern "C" fn(*mut c_int) -> CuResult;
+type FnDeviceGetCount = unsafe extern "C" fn(*mut c_int) -> CuResult;
+type FnDeviceGet = unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult;
+type FnDeviceGetName = unsafe extern "C" fn(*mut c_char, c_int, CuDevice) -> CuResult;
+type FnDeviceGetAttribute = unsafe extern "C" fn(*mut c_int, c_int, CuDevice) -> CuResult;
+type FnDeviceTotalMem = unsafe extern "C" fn(*mut usize, CuDevice) -> CuResult;
+type FnPrimaryCtxRetain = unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult;
+type FnCtxGetCurrent = unsafe extern "C" fn(*mut CuContext) -> CuResult;
+type FnCtxPushCurrent = unsafe extern "C" fn(CuContext) -> CuResult;
+type FnCtxPopCurrent = unsafe extern "C" fn(*mut CuContext) -> CuResult;
+type FnModuleLoadData = unsafe extern "C" fn(*mut CuModule, *const c_void) -> CuResult;
+type FnModuleGetFunction =
+    unsafe extern "C" fn(*mut CuFunction, CuModule, *const c_char) -> CuResult;
+type FnLaunchKernel = unsafe extern "C" fn(
+    CuFunction,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    CuStream,
+    *mut *mut c_void,
+    *mut *mut c_void,
+) -> CuResult;
+type FnStreamSynchronize = unsafe extern "C" fn(CuStream) -> CuResult;
+type FnGetErrorText = unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult;
+type FnFuncGetAttribute = unsafe extern "C" fn(*mut c_int, c_int, CuFunction) -> CuResult;
+type FnFuncSetAttribute = unsafe extern "C" fn(CuFunction, c_int, c_int) -> CuResult;
+
+struct Fns {
+    driver_get_version: FnDriverGetVersion,
+    device_get_count: FnDeviceGetCount,
+    device_get: FnDeviceGet,
+    device_get_name: FnDeviceGetName,
+    device_get_attribute: FnDeviceGetAttribute,
+    device_total_mem: FnDeviceTotalMem,
+    primary_ctx_retain: FnPrimaryCtxRetain,
+    ctx_get_current: FnCtxGetCurrent,
+    ctx_push_current: FnCtxPushCurrent,
+    ctx_pop_current: FnCtxPopCurrent,
+    module_load_data: FnModuleLoadData,
+    module_get_function: FnModuleGetFunction,
+    launch_kernel: FnLaunchKernel,
+    stream_synchronize: FnStreamSynchronize,
+    get_error_name: FnGetErrorText,
+    get_error_string: FnGetErrorText,
+    func_get_attribute: FnFuncGetAttribute,
+    func_set_attribute: FnFuncSetAttribute,
+}
+
+/// A kernel handle inside a loaded module. Handles are plain values the driver owns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Function(CuFunction);
+unsafe impl Send for Function {}
+unsafe impl Sync for Function {}
+
+/// A module loaded into one context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Module(CuModule);
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+
+/// A borrowed stream handle (PyTorch's `cudaStream_t` as an integer; 0 is the legacy default stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stream(pub usize);
+
+/// A retained primary context. Raw pointers are safe to share: the driver's handles are thread-safe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Context(pub CuContext);
+unsafe impl Send for Context {}
+unsafe impl Sync for Context {}
+
+/// The loaded CUDA driver. One per process, see [`driver`].
+pub struct Driver {
+    _lib: Opened,
+    f: Fns,
+    /// The file the driver was loaded from.
+    pub path: PathBuf,
+    /// e.g. 13000 for CUDA 13.0.
+    pub version: i32,
+    /// Set when cuInit failed (e.g. no GPU): the driver is there but has no device to use.
+    pub init_error: Option<Error>,
+    pub device_count: i32,
+    contexts: Box<[OnceLock<Context>]>,
+}
+
+// SAFETY: the table holds function pointers and a library handle; the driver API is thread-safe.
+unsafe impl Send for Driver {}
+unsafe impl Sync for Driver {}
+
+static DRIVER: OnceLock<Result<Driver>> = OnceLock::new();
+
+/// The process's driver, loaded on first use. An error here is sticky: it says why CUDA cannot be used.
+pub fn driver() -> Result<&'static Driver> {
+    DRIVER
+        .get_or_init(|| Driver::load(&SearchPaths::default()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+impl Driver {
+    fn load(paths: &SearchPaths) -> Result<Driver> {
+        let lib = loader::open(Library::Driver, paths, b"cuInit\0")?;
+        // SAFETY: each signature below is the one in cuda.h for that symbol.
+        let (init, f): (FnInit, Fns) = unsafe {
+            macro_rules! sym {
+                ($name:literal) => {
+                    loader::symbol(&lib, Library::Driver, $name)?
+                };
+            }
+            (
+                sym!("cuInit"),
+                Fns {
+                    driver_get_version: sym!("cuDriverGetVersion"),
+                    device_get_count: sym!("cuDeviceGetCount"),
+                    device_get: sym!("cuDeviceGet"),
+                    device_get_name: sym!("cuDeviceGetName"),
+                    device_get_attribute: sym!("cuDeviceGetAttribute"),
+                    device_total_mem: sym!("cuDeviceTotalMem_v2"),
+                    primary_ctx_retain: sym!("cuDevicePrimaryCtxRetain"),
+                    ctx_get_current: sym!("cuCtxGetCurrent"),
+                    ctx_push_current: sym!("cuCtxPushCurrent_v2"),
+                    ctx_pop_current: sym!("cuCtxPopCurrent_v2"),
+                    module_load_data: sym!("cuModuleLoadData"),
+                    module_get_function: sym!("cuModuleGetFunction"),
+                    launch_kernel: sym!("cuLaunchKernel"),
+                    stream_synchronize: sym!("cuStreamSynchronize"),
+                    get_error_name: sym!("cuGetErrorName"),
+                    get_error_string: sym!("cuGetErrorString"),
+                    func_get_attribute: sym!("cuFuncGetAttribute"),
+                    func_set_attribute: sym!("cuFuncSetAttribute"),
+                },
+            )
+        };
+        let path = lib.path.clone();
+        let mut d = Driver {
+            _lib: lib,
+            f,
+            path,
+            version: 0,
+            init_error: None,
+            device_count: 0,
+            contexts: Box::new([]),
+        };
+        let mut version = 0;
+        // SAFETY: plain out-parameter calls into the driver.
+        unsafe {
+            d.check("cuDriverGetVersion", (d.f.driver_get_version)(&mut version))?;
+            d.version = version;
+            if let Err(e) = d.check("cuInit", init(0)) {
+                d.init_error = Some(e);
+                return Ok(d);
+            }
+            let mut n = 0;
+            d.check("cuDeviceGetCount", (d.f.device_get_count)(&mut n))?;
+            d.device_count = n;
+        }
+        d.contexts = (0..d.device_count).map(|_| OnceLock::new()).collect();
+        Ok(d)
+    }
+
+    /// "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered".
+    pub fn error_text(&self, code: CuResult) -> (String, String) {
+        let text = |f: FnGetErrorText| {
+            let mut p: *const c_char = std::ptr::null();
+            // SAFETY: the driver returns a static string or leaves p null.
+            unsafe {
+                if f(code, &mut p) == CUDA_SUCCESS && !p.is_null() {
+                    Some(CStr::from_ptr(p).to_string_lossy().into_owned())
+                } else {
+                    None
+                }
+            }
+        };
+        (
+            text(self.f.get_error_name).unwrap_or_else(|| format!("CUDA error {code}")),
+            text(self.f.get_error_string).unwrap_or_else(|| "unknown error".into()),
+        )
+    }
+
+    pub fn check(&self, call: &'static str, code: CuResult) -> Result<()> {
+        if code == CUDA_SUCCESS {
+            return Ok(());
+        }
+        let (name, description) = self.error_text(code);
+        Err(Error::Driver {
+            call,
+            code,
+            name,
+            description,
+        })
+    }
+
+    fn usable(&self, device: i32) -> Result<()> {
+        if let Some(e) = &self.init_error {
+            return Err(e.clone());
+        }
+        if device < 0 || device >= self.device_count {
+            return Err(Error::NoDevice(
+                device,
+                format!("this machine has {} CUDA device(s)", self.device_count),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The device's primary context, retained once per process and never released.
+    pub fn context(&self, device: i32) -> Result<Context> {
+        self.usable(device)?;
+        let slot = &self.contexts[device as usize];
+        if let Some(c) = slot.get() {
+            return Ok(*c);
+        }
+        let mut dev = 0;
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: out-parameter calls; retaining the primary context shares PyTorch's.
+        unsafe {
+            self.check("cuDeviceGet", (self.f.device_get)(&mut dev, device))?;
+            self.check(
+                "cuDevicePrimaryCtxRetain",
+                (self.f.primary_ctx_retain)(&mut ctx, dev),
+            )?;
+        }
+        // Another thread may have won the race; the extra retain is harmless (never released).
+        Ok(*slot.get_or_init(|| Context(ctx)))
+    }
+
+    /// Run `f` with `device`'s primary context current, restoring the caller's afterwards.
+    /// When it is already current (the usual case under PyTorch) this costs one query.
+    pub fn with_context<R>(&self, device: i32, f: impl FnOnce() -> R) -> Result<R> {
+        let ctx = self.context(device)?;
+        let mut cur = std::ptr::null_mut();
+        // SAFETY: querying and pushing/popping the calling thread's context stack.
+        unsafe {
+            self.check("cuCtxGetCurrent", (self.f.ctx_get_current)(&mut cur))?;
+            if cur == ctx.0 {
+                return Ok(f());
+            }
+            self.check("cuCtxPushCurrent", (self.f.ctx_push_current)(ctx.0))?;
+            let r = f();
+            let mut popped = std::ptr::null_mut();
+            self.check("cuCtxPopCurrent", (self.f.ctx_pop_current)(&mut popped))?;
+            Ok(r)
+        }
+    }
+
+    pub fn device_attribute(&self, device: i32, attr: DeviceAttr) -> Result<i32> {
+        self.usable(device)?;
+        let mut v = 0;
+        // SAFETY: out-parameter call.
+        unsafe {
+            self.check(
+                "cuDeviceGetAttribute",
+                (self.f.device_get_attribute)(&mut v, attr as c_int, device),
+            )?;
+        }
+        Ok(v)
+    }
+
+    pub fn device_name(&self, device: i32) -> Result<String> {
+        self.usable(device)?;
+        let mut buf = [0 as c_char; 256];
+        // SAFETY: the driver writes a NUL-terminated name into the buffer.
+        unsafe {
+            self.check(
+                "cuDeviceGetName",
+                (self.f.device_get_name)(buf.as_mut_ptr(), buf.len() as c_int, device),
+            )?;
+            Ok(CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned())
+        }
+    }
+
+    pub fn device_total_memory(&self, device: i32) -> Result<usize> {
+        self.usable(device)?;
+        let mut bytes = 0usize;
+        // SAFETY: out-parameter call.
+        unsafe {
+            self.check(
+                "cuDeviceTotalMem",
+                (self.f.device_total_mem)(&mut bytes, device),
+            )?;
+        }
+        Ok(bytes)
+    }
+
+    /// (major, minor) compute capability.
+    pub fn compute_capability(&self, device: i32) -> Result<(i32, i32)> {
+        Ok((
+            self.device_attribute(device, DeviceAttr::ComputeCapabilityMajor)?,
+            self.device_attribute(device, DeviceAttr::ComputeCapabilityMinor)?,
+        ))
+    }
+
+    /// Load a CUBIN (or NUL-terminated PTX) image into `device`'s primary context.
+    pub fn load_module(&self, device: i32, image: &[u8]) -> Result<Module> {
+        let mut module = std::ptr::null_mut();
+        self.with_context(device, || {
+            // SAFETY: image is a complete CUBIN/PTX buffer that outlives the call.
+            self.check("cuModuleLoadData", unsafe {
+                (self.f.module_load_data)(&mut module, image.as_ptr().cast())
+            })
+        })??;
+        Ok(Module(module))
+    }
+
+    pub fn get_function(&self, module: Module, name: &str) -> Result<Function> {
+        let mut cname = name.as_bytes().to_vec();
+        cname.push(0);
+        let mut f = std::ptr::null_mut();
+        // SAFETY: module is a live handle from load_module; cname is NUL-terminated.
+        self.check("cuModuleGetFunction", unsafe {
+            (self.f.module_get_function)(&mut f, module.0, cname.as_ptr().cast())
+        })?;
+        Ok(Function(f))
+    }
+
+    pub fn function_attribute(&self, f: Function, attr: FuncAttr) -> Result<i32> {
+        let mut v = 0;
+        // SAFETY: out-parameter call on a live function handle.
+        self.check("cuFuncGetAttribute", unsafe {
+            (self.f.func_get_attribute)(&mut v, attr as c_int, f.0)
+        })?;
+        Ok(v)
+    }
+
+    pub fn set_function_attribute(&self, f: Function, attr: FuncAttr, value: i32) -> Result<()> {
+        // SAFETY: plain call on a live function handle.
+        self.check("cuFuncSetAttribute", unsafe {
+            (self.f.func_set_attribute)(f.0, attr as c_int, value)
+        })
+    }
+
+    /// Enqueue a kernel. Returns the raw driver code so the caller can name the kernel in errors.
+    ///
+    /// # Safety
+    /// `params` must point to one valid pointer per kernel parameter, each to a value of the
+    /// parameter's size; `f` must belong to `device`'s context; `stream` must be a live stream
+    /// of that context (or null for the legacy default stream).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch(
+        &self,
+        device: i32,
+        f: Function,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem: u32,
+        stream: Stream,
+        params: *mut *mut c_void,
+    ) -> Result<CuResult> {
+        self.with_context(device, || {
+            (self.f.launch_kernel)(
+                f.0,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared_mem,
+                stream.0 as CuStream,
+                params,
+                std::ptr::null_mut(),
+            )
+        })
+    }
+
+    /// Wait for a stream; only used when the user asks for blocking launches.
+    pub fn synchronize_stream(&self, device: i32, stream: Stream) -> Result<CuResult> {
+        // SAFETY: the stream handle came from the caller for this device.
+        self.with_context(device, || unsafe {
+            (self.f.stream_synchronize)(stream.0 as CuStream)
+        })
+    }
+}

@@ -1,0 +1,3 @@
+from kernelkit.cli import main
+
+main()

@@ -1,0 +1,150 @@
+"""Kernel launches: argument checks everywhere, real launches on the GPU."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import kernelkit
+
+SRC = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+template <typename T>
+__global__ void scale(const T* x, T* y, float s, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = (T)((float)x[i] * s);
+}
+extern "C" __global__ void spin_then_fill(float* y, float v, long long n, long long spins) {
+    for (long long k = 0; k < spins; ++k) __nanosleep(1000);
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = v;
+}
+extern "C" __global__ void write_null(float* p, int n) { p[n] = 1.0f; }
+extern "C" __global__ void smem_sum(float* out, int n) {
+    extern __shared__ float buf[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = 1.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) { float s = 0; for (int i = 0; i < n; ++i) s += buf[i]; out[0] = s; }
+}
+"""
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+CTYPE = {torch.float32: "float", torch.float64: "double", torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return kernelkit.load_inline("launch_tests", SRC)
+
+
+def test_cpu_tensors_are_rejected_before_any_launch(mod):
+    k = mod.kernel("scale<float>")
+    x = torch.ones(4)
+    with pytest.raises(ValueError, match=r"kernel 'scale<float>' argument 0: expected a CUDA tensor, got a CPU"):
+        k.launch(1, 32, (x, x, 2.0, 4))
+
+
+def test_bad_grid_block_and_argument_types(mod):
+    k = mod.kernel("scale<float>")
+    with pytest.raises(ValueError, match="grid: expected a positive int"):
+        k.launch((1, 2, 3, 4), 32, ())
+    with pytest.raises(ValueError, match="block: expected a positive int"):
+        k.launch(1, -5, ())
+    with pytest.raises(TypeError, match="argument 1: cannot pass dict"):
+        k.launch(1, 32, (1, {}, 2.0, 4))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-driver message")
+def test_no_driver_gives_a_clear_error():
+    try:
+        info = kernelkit._native.driver_info()
+    except kernelkit.LibraryNotFoundError as e:
+        assert "the CUDA driver (libcuda) could not be loaded" in str(e)
+        assert "fix: install the NVIDIA driver" in str(e)
+    else:
+        assert info["device_count"] == 0 or info["init_error"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_results_match_reference(mod, dtype):
+    n = 100_003
+    x = torch.randn(n, device="cuda", dtype=dtype)
+    y = torch.full_like(x, float("nan"))
+    mod.kernel(f"scale<{CTYPE[dtype]}>").launch((n + 255) // 256, 256, (x, y, 3, n))  # int -> float param
+    ref = (x.double() * 3).to(dtype)
+    torch.testing.assert_close(y, ref, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_wrong_argument_count_and_range_name_the_kernel(mod):
+    x = torch.ones(4, device="cuda")
+    k = mod.kernel("scale<float>")
+    with pytest.raises(ValueError, match=r"kernel 'scale<float>' takes 4 argument\(s\).*got 3"):
+        k.launch(1, 32, (x, x, 2.0))
+    with pytest.raises(ValueError, match="argument 3.*is a 1.5"):
+        k.launch(1, 32, (x, x, 2.0, 1.5))
+    with pytest.raises(ValueError, match="not contiguous"):
+        k.launch(1, 32, (x.view(2, 2).t(), x, 2.0, 4))
+    with pytest.raises(kernelkit.KernelNotFoundError, match="scal"):
+        mod.kernel("scal<float>")
+
+
+@pytest.mark.gpu
+def test_launches_on_the_current_and_on_a_side_stream(mod):
+    k = mod.kernel("spin_then_fill")
+    n = 1024
+    y = torch.zeros(n, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        k.launch(4, 256, (y, 5.0, n, 20_000))  # ~20 ms of sleeping on `side`
+        assert not side.query(), "the kernel must be queued on the current (side) stream"
+        assert torch.cuda.default_stream().query(), "nothing was queued on the default stream"
+    side.synchronize()
+    assert torch.all(y == 5.0)
+    z = torch.zeros(n, device="cuda")
+    k.launch(4, 256, (z, 6.0, n, 0), stream=side)  # an explicit stream object
+    side.synchronize()
+    assert torch.all(z == 6.0)
+
+
+@pytest.mark.gpu
+def test_large_dynamic_shared_memory(mod):
+    out = torch.zeros(1, device="cuda")
+    n = 96 * 1024 // 4
+    mod.kernel("smem_sum").launch(1, 256, (out, n), shared_mem=n * 4)
+    assert out.item() == n
+
+
+@pytest.mark.gpu
+def test_device_fault_is_reported_with_the_kernel_name():
+    code = textwrap.dedent(f"""
+        import torch, kernelkit
+        mod = kernelkit.load_inline("fault", {SRC!r})
+        try:
+            mod.kernel("write_null").launch(1, 1, (0, 0))
+            torch.cuda.synchronize()
+            print("NO ERROR")
+        except kernelkit.LaunchError as e:
+            print("LAUNCH_ERROR", e)
+    """)
+    env = dict(os.environ, KERNELKIT_LAUNCH_BLOCKING="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert "LAUNCH_ERROR kernel 'write_null' failed with CUDA_ERROR_ILLEGAL_ADDRESS" in out.stdout, (
+        out.stdout + out.stderr
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_tensors_on_cuda1_launch_on_device_1(mod):
+    x = torch.randn(1000, device="cuda:1")
+    y = torch.empty_like(x)
+    mod.kernel("scale<float>").launch(4, 256, (x, y, 2.0, 1000))
+    torch.testing.assert_close(y, x * 2)
+    with pytest.raises(ValueError, match="cuda:0.*all tensors must share one device|cuda:1.*cuda:0"):
+        mod.kernel("scale<float>").launch(4, 256, (x, torch.empty(1000, device="cuda:0"), 2.0, 1000))

@@ -1,0 +1,135 @@
+"""kernelkit.op: generated checks, fake implementation, autograd, opcheck and torch.compile."""
+
+import pytest
+import torch
+
+import kernelkit
+from kernelkit import Out, TensorSpec, like
+
+SRC = r"""
+template <typename T>
+__global__ void axpy(const T* x, const T* y, T* out, float a, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = (T)(a * (float)x[i] + (float)y[i]);
+}
+"""
+FLOATS = (torch.float32, torch.float64)
+CTYPE = {torch.float32: "float", torch.float64: "double"}
+_mod = None
+
+
+def _module():
+    global _mod
+    if _mod is None:
+        _mod = kernelkit.load_inline("axpy_op", SRC)
+    return _mod
+
+
+def _axpy_cuda(x, y, a, out):
+    n = x.numel()
+    if n:
+        _module().kernel(f"axpy<{CTYPE[x.dtype]}>").launch((n + 255) // 256, 256, (x, y, out, a, n))
+
+
+def _axpy_cpu(x, y, a, out):
+    torch.add(y, x, alpha=a, out=out)
+
+
+def _setup(ctx, inputs, output):
+    ctx.a = inputs[2]
+
+
+def _backward(ctx, grad):
+    return grad * ctx.a, grad, None
+
+
+axpy = kernelkit.op(
+    "kktest::axpy(Tensor x, Tensor y, float a) -> Tensor",
+    inputs={
+        "x": TensorSpec(dtypes=FLOATS, contiguous=True, shape=("*", "N")),
+        "y": TensorSpec(same_dtype_as="x", contiguous=True, shape=("*", "N")),
+    },
+    output=like("x"),
+    backward=_backward,
+    setup_context=_setup,
+    cpu=_axpy_cpu,
+)(_axpy_cuda)
+
+rowsum = kernelkit.op(
+    "kktest::rowsum(Tensor x) -> Tensor",
+    inputs={"x": TensorSpec(dtypes=FLOATS, ndim=2)},
+    output=Out(shape=lambda x: (x.shape[0],), dtype="x"),
+    cpu=lambda x, out: torch.sum(x, dim=1, out=out),
+)(lambda x, out: torch.sum(x, dim=1, out=out))
+
+
+def devices():
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", devices())
+def test_forward_matches_reference(device):
+    x, y = torch.randn(3, 17, device=device), torch.randn(3, 17, device=device)
+    torch.testing.assert_close(axpy(x, y, 2.5), 2.5 * x + y)
+    torch.testing.assert_close(torch.ops.kktest.axpy(x, y, 2.5), 2.5 * x + y)
+    torch.testing.assert_close(rowsum(x), x.sum(1))
+
+
+def test_checks_name_the_argument():
+    x = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="kktest::axpy: argument 'x' has dtype int64, expected one of: float32"):
+        axpy(torch.ones(4, 8, dtype=torch.long), x, 1.0)
+    with pytest.raises(ValueError, match="argument 'y' has dtype float64 but 'x' has float32"):
+        axpy(x, x.double(), 1.0)
+    with pytest.raises(ValueError, match="argument 'y' has N=9 but 'x' has N=8"):
+        axpy(x, torch.randn(4, 9), 1.0)
+    with pytest.raises(ValueError, match="argument 'x' must be contiguous"):
+        axpy(x.t().contiguous().t(), x, 1.0)
+    with pytest.raises(ValueError, match="argument 'x' must have 2 dims"):
+        rowsum(torch.randn(3))
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="argument 'y' is on cuda:0 but 'x' is on cpu"):
+            axpy(x, x.cuda(), 1.0)
+
+
+def test_bad_specs_fail_at_registration():
+    with pytest.raises(ValueError, match="unknown arguments"):
+        kernelkit.op("kktest::bad(Tensor x) -> Tensor", inputs={"z": TensorSpec()}, output=like("x"))
+    with pytest.raises(ValueError, match="schema: expected"):
+        kernelkit.op("no_namespace(Tensor x) -> Tensor")
+
+
+@pytest.mark.parametrize("device", devices())
+def test_opcheck(device):
+    x = torch.randn(5, 7, device=device, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(5, 7, device=device, dtype=torch.float64, requires_grad=True)
+    torch.library.opcheck(axpy.op, (x, y, 0.5))
+    torch.library.opcheck(rowsum.op, (x.detach(),))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_gradcheck(device):
+    x = torch.randn(4, 6, device=device, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(4, 6, device=device, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: axpy(a, b, 1.7), (x, y))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_torch_compile_fullgraph(device):
+    torch._dynamo.reset()
+
+    @torch.compile(fullgraph=True)
+    def f(x, y):
+        return axpy(x, y, 2.0).relu() + 1
+
+    x, y = torch.randn(8, 32, device=device), torch.randn(8, 32, device=device)
+    torch.testing.assert_close(f(x, y), (2 * x + y).relu() + 1)
+
+
+def test_fake_tensor_shapes_without_running():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(6, 10)
+        assert rowsum(x).shape == (6,)
+        assert axpy(x, x, 1.0).shape == (6, 10)
