@@ -1,8 +1,9 @@
 //! Finding and opening the CUDA driver and NVRTC at run time.
 //!
 //! Nothing is linked at build time, so one binary works with any CUDA 12 or 13 install.
-//! Search order: an explicit environment variable, CUDA_HOME / CUDA_PATH, the system
+//! NVRTC search order: an explicit environment variable, CUDA_HOME / CUDA_PATH, the system
 //! loader, then the `nvidia` pip wheels of the running Python (where torch puts NVRTC).
+//! The driver: the environment variable, then the system loader.
 
 use crate::error::{Error, Library as Lib, Result};
 use std::ffi::{c_void, CStr};
@@ -101,19 +102,19 @@ pub fn candidates(which: Lib, paths: &SearchPaths) -> Vec<Candidate> {
             out.push(Candidate::File(p));
         }
     }
-    for home in ["CUDA_HOME", "CUDA_PATH"] {
-        if let Some(h) = env_path(home) {
-            // The toolkit's lib64/stubs/libcuda.so is a link-time stub and never runs: skip it.
-            let sub: &[&str] = match which {
-                Lib::Nvrtc => &["lib64", "lib"],
-                Lib::Driver => &["compat", "lib64", "lib"],
-            };
-            for s in sub {
-                out.extend(
-                    versioned_files(&h.join(s), stem)
-                        .into_iter()
-                        .map(Candidate::File),
-                );
+    // The driver is never taken from a toolkit: CUDA_HOME holds only a link-time stub and a
+    // forward-compatibility libcuda that fails on a mismatched kernel module. The system
+    // loader finds the one the kernel module belongs to (and that PyTorch already loaded).
+    if which == Lib::Nvrtc {
+        for home in ["CUDA_HOME", "CUDA_PATH"] {
+            if let Some(h) = env_path(home) {
+                for sub in ["lib64", "lib"] {
+                    out.extend(
+                        versioned_files(&h.join(sub), stem)
+                            .into_iter()
+                            .map(Candidate::File),
+                    );
+                }
             }
         }
     }
@@ -241,6 +242,16 @@ mod tests {
                 |c| matches!(c, Candidate::File(p) if p.to_string_lossy().contains("builtins"))
             ),
             "the builtins library is not NVRTC: {c:?}"
+        );
+    }
+
+    #[test]
+    fn the_driver_never_comes_from_a_toolkit_folder() {
+        let c = candidates(Lib::Driver, &SearchPaths::default());
+        assert!(
+            c.iter().all(|c| matches!(c, Candidate::Soname(_)))
+                || std::env::var_os("KERNELKIT_CUDA_DRIVER_PATH").is_some(),
+            "{c:?}"
         );
     }
 

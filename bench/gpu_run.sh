@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (the device tool), from the repo root, with the wheel built on the dev
+# machine carried in dist/. Installs it, runs the whole test suite (GPU tests included), the
+# benchmarks and the demo, and writes logs and JSON reports to $OUT.
+#   usage: bash bench/gpu_run.sh [tests|foundation|ops|demo ...]   (default: all)
+set -uo pipefail
+OUT=${OUT:-/tmp/kernelkit-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 KERNELKIT_CACHE_DIR=/tmp/kernelkit-cache
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/kk-site dist/kernelkit-*.whl || exit 1
+export PYTHONPATH=/tmp/kk-site
+steps=${*:-tests foundation ops demo}
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
+} | tee "$OUT/env.txt"
+rc=0
+for s in $steps; do
+  case $s in
+    tests) python3 -m pytest tests -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -40; rc=$((rc | PIPESTATUS[0])) ;;
+    foundation) python3 bench/foundation.py --out "$OUT/foundation.json" > "$OUT/foundation.log" 2>&1 || { rc=1; tail -30 "$OUT/foundation.log"; } ;;
+    ops) python3 -m kernelkit bench --json "$OUT/ops.json" 2>&1 | tee "$OUT/ops.log" | tail -60 ;;
+    demo) python3 -m kernelkit demo 2>&1 | tee "$OUT/demo.log" | tail -25 ;;
+  esac
+done
+exit $rc
