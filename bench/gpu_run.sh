@@ -17,7 +17,8 @@ steps=${*:-tests foundation ops demo}
 rc=0
 for s in $steps; do
   case $s in
-    tests) python3 -m pytest tests -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -40; rc=$((rc | PIPESTATUS[0])) ;;
+    tests) python3 -m pytest tests -q -rs -p no:cacheprovider -p no:logging 2>&1 | tee "$OUT/pytest.log" | tail -40; rc=$((rc | PIPESTATUS[0])) ;;
+    hostpath) python3 bench/hostpath.py --out "$OUT/hostpath.json" 2>&1 | tee "$OUT/hostpath.log" ;;
     foundation) python3 bench/foundation.py --out "$OUT/foundation.json" > "$OUT/foundation.log" 2>&1 || { rc=1; tail -30 "$OUT/foundation.log"; } ;;
     ops) python3 -m kernelkit bench --json "$OUT/ops.json" 2>&1 | tee "$OUT/ops.log" | tail -60 ;;
     demo) python3 -m kernelkit demo 2>&1 | tee "$OUT/demo.log" | tail -25 ;;

@@ -10,7 +10,7 @@ SRC = r"""
 template <typename T>
 __global__ void axpy(const T* x, const T* y, T* out, float a, long long n) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i < n) out[i] = (T)(a * (float)x[i] + (float)y[i]);
+    if (i < n) out[i] = (T)a * x[i] + y[i];
 }
 """
 FLOATS = (torch.float32, torch.float64)
