@@ -65,8 +65,7 @@ class _Like:
     name: str
 
     def allocate(self, named: Mapping[str, Any], device: torch.device) -> torch.Tensor:
-        src = named[self.name]
-        return torch.empty(src.shape, dtype=src.dtype, device=device)
+        return torch.empty_like(named[self.name], memory_format=torch.contiguous_format)
 
 
 def like(name: str) -> _Like:
@@ -78,76 +77,153 @@ def _fail(opname: str, msg: str) -> None:
     raise ValueError(f"{opname}: {msg}")
 
 
-def _make_checker(opname: str, arg_names: Sequence[str], specs: Mapping[str, TensorSpec]):
-    """Build the input check for one op. Returns check(args) -> (args, device)."""
+def _dtype_name(d: torch.dtype) -> str:
+    return str(d).replace("torch.", "")
+
+
+class _Errors:
+    """Slow-path error messages for the generated checks; each names the argument."""
+
+    def __init__(self, opname: str):
+        self.op = opname
+
+    def not_tensor(self, name, v):
+        _fail(self.op, f"argument '{name}' must be a tensor, got {type(v).__name__}")
+
+    def dtype(self, name, t, allowed):
+        _fail(
+            self.op,
+            f"argument '{name}' has dtype {_dtype_name(t.dtype)}, "
+            f"expected one of: {', '.join(map(_dtype_name, allowed))}",
+        )
+
+    def same_dtype(self, name, t, other, o):
+        _fail(
+            self.op,
+            f"argument '{name}' has dtype {_dtype_name(t.dtype)} but '{other}' has {_dtype_name(o.dtype)}; "
+            "they must match",
+        )
+
+    def device_type(self, name, t, want):
+        _fail(self.op, f"argument '{name}' must be on {want}, got {t.device}")
+
+    def same_device(self, name, t, first, f):
+        _fail(
+            self.op,
+            f"argument '{name}' is on {t.device} but '{first}' is on {f.device}; all tensors must be on one device",
+        )
+
+    def ndim(self, name, t, n):
+        _fail(self.op, f"argument '{name}' must have {n} dims, got shape {tuple(t.shape)}")
+
+    def min_ndim(self, name, t, n):
+        _fail(self.op, f"argument '{name}' must have at least {n} dims, got shape {tuple(t.shape)}")
+
+    def size(self, name, t, dim, want):
+        _fail(self.op, f"argument '{name}' has shape {tuple(t.shape)}, expected size {want} in dim {dim}")
+
+    def symbol(self, name, t, sym, got, other, want):
+        _fail(self.op, f"argument '{name}' has {sym}={got} but '{other}' has {sym}={want}")
+
+    def contiguous(self, name):
+        _fail(self.op, f"argument '{name}' must be contiguous; call .contiguous() first")
+
+
+def _generate(opname: str, arg_names: Sequence[str], specs: Mapping[str, TensorSpec], outputs, multi: bool):
+    """Generate the op's implementation as straight-line Python: the checks its spec asks for,
+    output allocation, and the call. Generated once per op, so the hot path does no spec lookups."""
     unknown = set(specs) - set(arg_names)
     if unknown:
         raise ValueError(f"{opname}: inputs spec names unknown arguments {sorted(unknown)}")
-    positions = [(arg_names.index(n), n, s) for n, s in specs.items()]
-
-    def check(args: list) -> Tuple[list, torch.device]:
-        device = None
-        first = None
-        sizes: Dict[str, Tuple[int, str]] = {}
-        for i, name, spec in positions:
-            t = args[i]
-            if not isinstance(t, torch.Tensor):
-                _fail(opname, f"argument '{name}' must be a tensor, got {type(t).__name__}")
-            if spec.dtypes is not None and t.dtype not in spec.dtypes:
-                allowed = ", ".join(str(d).replace("torch.", "") for d in spec.dtypes)
-                _fail(opname, f"argument '{name}' has dtype {str(t.dtype)[6:]}, expected one of: {allowed}")
-            if spec.same_dtype_as is not None:
-                other = args[arg_names.index(spec.same_dtype_as)]
-                if t.dtype != other.dtype:
-                    _fail(
-                        opname,
-                        f"argument '{name}' has dtype {str(t.dtype)[6:]} but '{spec.same_dtype_as}' "
-                        f"has {str(other.dtype)[6:]}; they must match",
-                    )
-            if spec.device is not None and t.device.type != spec.device and t.device.type != "meta":
-                _fail(opname, f"argument '{name}' must be on {spec.device}, got {t.device}")
-            if device is None:
-                device, first = t.device, name
-            elif t.device != device:
-                _fail(
-                    opname,
-                    f"argument '{name}' is on {t.device} but '{first}' is on {device}; "
-                    "all tensors must be on one device",
-                )
-            if spec.ndim is not None and t.dim() != spec.ndim:
-                _fail(opname, f"argument '{name}' must have {spec.ndim} dims, got shape {tuple(t.shape)}")
-            if spec.shape is not None:
-                _check_shape(opname, name, t, spec.shape, sizes)
-            if spec.contiguous and not t.is_contiguous():
-                if spec.make_contiguous:
-                    args[i] = t.contiguous()
-                else:
-                    _fail(opname, f"argument '{name}' must be contiguous; call .contiguous() first")
-        return args, device
-
-    return check
-
-
-def _check_shape(opname, name, t, pattern, sizes) -> None:
-    shape = tuple(t.shape)
-    if pattern and pattern[0] == "*":
-        dims = pattern[1:]
-        if len(shape) < len(dims):
-            _fail(opname, f"argument '{name}' must have at least {len(dims)} dims, got shape {shape}")
-        got = shape[len(shape) - len(dims) :]
-    else:
-        dims = pattern
-        if len(shape) != len(dims):
-            _fail(opname, f"argument '{name}' must have {len(dims)} dims, got shape {shape}")
-        got = shape
-    for d, n in zip(dims, got):
-        if isinstance(d, int):
-            if n != d:
-                _fail(opname, f"argument '{name}' has shape {shape}, expected size {d} where it has {n}")
-        elif d in sizes and sizes[d][0] != n:
-            _fail(opname, f"argument '{name}' has {d}={n} but '{sizes[d][1]}' has {d}={sizes[d][0]}")
+    for o in outputs:
+        if isinstance(o, _Like) and o.name not in specs:
+            raise ValueError(f"{opname}: like({o.name!r}) names no tensor input")
+    env: Dict[str, Any] = {
+        "Tensor": torch.Tensor,
+        "E": _Errors(opname),
+        "empty_like": torch.empty_like,
+        "contig": torch.contiguous_format,
+    }
+    body = []
+    first = None
+    symbols: Dict[str, Tuple[str, str]] = {}
+    for name in arg_names:
+        spec = specs.get(name)
+        if spec is None:
+            continue
+        a = name
+        body.append(f"if not isinstance({a}, Tensor): E.not_tensor({a!r}, {a})")
+        if spec.dtypes is not None:
+            env[f"dt_{a}"] = frozenset(spec.dtypes)
+            env[f"dtl_{a}"] = tuple(spec.dtypes)
+            body.append(f"if {a}.dtype not in dt_{a}: E.dtype({a!r}, {a}, dtl_{a})")
+        if spec.same_dtype_as is not None:
+            o = spec.same_dtype_as
+            body.append(f"if {a}.dtype != {o}.dtype: E.same_dtype({a!r}, {a}, {o!r}, {o})")
+        if spec.device == "cuda":
+            body.append(f"if not ({a}.is_cuda or {a}.is_meta): E.device_type({a!r}, {a}, 'cuda')")
+        elif spec.device == "cpu":
+            body.append(f"if not ({a}.is_cpu or {a}.is_meta): E.device_type({a!r}, {a}, 'cpu')")
+        if first is None:
+            first = a
+            body.append(f"dev = {a}.device")
         else:
-            sizes.setdefault(d, (n, name))
+            body.append(f"if {a}.device != dev: E.same_device({a!r}, {a}, {first!r}, {first})")
+        if spec.ndim is not None:
+            body.append(f"if {a}.dim() != {spec.ndim}: E.ndim({a!r}, {a}, {spec.ndim})")
+        if spec.shape is not None:
+            pattern = spec.shape
+            lead = bool(pattern) and pattern[0] == "*"
+            dims = pattern[1:] if lead else pattern
+            body.append(f"s_{a} = {a}.shape")
+            if lead:
+                body.append(f"if len(s_{a}) < {len(dims)}: E.min_ndim({a!r}, {a}, {len(dims)})")
+            else:
+                body.append(f"if len(s_{a}) != {len(dims)}: E.ndim({a!r}, {a}, {len(dims)})")
+            for k, d in enumerate(dims):
+                idx = k - len(dims) if lead else k
+                if isinstance(d, int):
+                    body.append(f"if s_{a}[{idx}] != {d}: E.size({a!r}, {a}, {idx}, {d})")
+                elif d in symbols:
+                    var, owner = symbols[d]
+                    body.append(
+                        f"if s_{a}[{idx}] != {var}: E.symbol({a!r}, {a}, {d!r}, s_{a}[{idx}], {owner!r}, {var})"
+                    )
+                else:
+                    var = f"sym_{len(symbols)}"
+                    symbols[d] = (var, a)
+                    body.append(f"{var} = s_{a}[{idx}]")
+        if spec.contiguous:
+            fix = f"{a} = {a}.contiguous()" if spec.make_contiguous else f"E.contiguous({a!r})"
+            body.append(f"if not {a}.is_contiguous(): {fix}")
+    outs = []
+    for k, o in enumerate(outputs):
+        if isinstance(o, _Like):
+            body.append(f"out{k} = empty_like({o.name}, memory_format=contig)")
+        else:
+            env[f"alloc{k}"] = o.allocate
+            named = ", ".join(f"{n!r}: {n}" for n in arg_names)
+            body.append(f"out{k} = alloc{k}({{{named}}}, dev)")
+        outs.append(f"out{k}")
+    params = ", ".join(arg_names)
+    call = ", ".join([*arg_names, *outs])
+    if not outs:
+        ret = "return None"
+    elif multi:
+        ret = f"return ({', '.join(outs)},)"
+    else:
+        ret = f"return {outs[0]}"
+
+    def build(with_launch: bool, launch: Optional[Callable]):
+        lines = [f"def generated({params}):", *("    " + b for b in body)]
+        if with_launch:
+            lines.append(f"    launch({call})")
+        lines.append(f"    {ret}")
+        scope = dict(env, launch=launch)
+        exec(compile("\n".join(lines), f"<kernelkit op {opname}>", "exec"), scope)
+        return scope["generated"]
+
+    return build
 
 
 class KernelOp:
@@ -194,37 +270,16 @@ def op(
     arg_names = [a.name for a in parsed.arguments]
     outputs = () if output is None else (tuple(output) if isinstance(output, (list, tuple)) else (output,))
     multi = isinstance(output, (list, tuple))
-    check = _make_checker(qualname, arg_names, inputs or {})
+    build = _generate(qualname, arg_names, inputs or {}, outputs, multi)
 
     def register(launch: Callable) -> KernelOp:
         lib = _library(ns)
         lib.define(schema.split("::", 1)[1])
 
-        def make_impl(fn: Callable) -> Callable:
-            def impl(*args):
-                args, dev = check(list(args))
-                if not outputs:
-                    fn(*args)
-                    return None
-                named = dict(zip(arg_names, args))
-                outs = [o.allocate(named, dev) for o in outputs]
-                fn(*args, *outs)
-                return tuple(outs) if multi else outs[0]
-
-            return impl
-
-        lib.impl(name, make_impl(launch), "CUDA" if device == "cuda" else "CPU")
+        lib.impl(name, build(True, launch), "CUDA" if device == "cuda" else "CPU")
         if cpu is not None:
-            lib.impl(name, make_impl(cpu), "CPU")
-
-        def fake(*args):
-            args, dev = check(list(args))
-            if not outputs:
-                return None
-            named = dict(zip(arg_names, args))
-            outs = [o.allocate(named, dev) for o in outputs]
-            return tuple(outs) if multi else outs[0]
-
+            lib.impl(name, build(True, cpu), "CPU")
+        fake = build(False, None)
         torch.library.register_fake(qualname, fake, lib=lib)
         if backward is not None:
             torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
