@@ -18,9 +18,10 @@ rc=0
 for s in $steps; do
   case $s in
     tests) python3 -m pytest tests -q -rs -p no:cacheprovider -p no:logging 2>&1 | tee "$OUT/pytest.log" | tail -40; rc=$((rc | PIPESTATUS[0])) ;;
+    sweep) python3 bench/grid_sweep.py 2>&1 | tee "$OUT/grid_sweep.log" ;;
     hostpath) python3 bench/hostpath.py --out "$OUT/hostpath.json" 2>&1 | tee "$OUT/hostpath.log" ;;
     foundation) python3 bench/foundation.py --out "$OUT/foundation.json" > "$OUT/foundation.log" 2>&1 || { rc=1; tail -30 "$OUT/foundation.log"; } ;;
-    ops) python3 -m kernelkit bench --json "$OUT/ops.json" 2>&1 | tee "$OUT/ops.log" | tail -60 ;;
+    ops) COLUMNS=200 python3 -m kernelkit bench --json "$OUT/ops.json" --plot "$OUT/ops.png" 2>&1 | tee "$OUT/ops.log" | tail -70 ;;
     demo) python3 -m kernelkit demo 2>&1 | tee "$OUT/demo.log" | tail -25 ;;
   esac
 done

@@ -1,6 +1,8 @@
 """Where the host microseconds of one launch and one op call go. Prints a table; --out writes JSON.
 
-Each figure is the median of 5 runs of 20000 calls on 16-element CUDA tensors (wall clock).
+Each figure is the median of 5 runs of 20000 calls on 16-element CUDA tensors (wall clock, as in
+../shared/baseline: long loops can be bound by the GPU's launch throughput). host_only_* figures
+are medians of 40 batches of 200 calls timed without waiting for the GPU: the host cost alone.
 """
 
 from __future__ import annotations
@@ -37,6 +39,19 @@ def per_call_us(f, n=20000, runs=5) -> float:
     return round(sorted(out)[runs // 2], 2)
 
 
+def host_only_us(f, batch=200, runs=40) -> float:
+    """Host cost alone: batches short enough never to fill the launch queue, no sync inside the timing."""
+    out = []
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            f()
+        out.append((time.perf_counter() - t0) / batch * 1e6)
+    torch.cuda.synchronize()
+    return round(sorted(out)[runs // 2], 2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
@@ -62,10 +77,27 @@ def main() -> None:
         "torch_mul_eager": per_call_us(lambda: torch.mul(x, x)),
         "torch_add_eager": per_call_us(lambda: torch.add(x, x)),
     }
+    import kernelkit.ops as K
+
+    z = torch.randn(16, device="cuda")
+    res["kernelkit_ops_muladd_eager"] = per_call_us(lambda: K.muladd(x, z, x))
+    res["kernelkit_ops_add_eager"] = per_call_us(lambda: K.add(x, z))
+    res["torch_mul_then_add_eager"] = per_call_us(lambda: torch.add(torch.mul(x, z), x))
+    res["torch_ops_kernelkit_muladd_dispatcher"] = per_call_us(lambda: torch.ops.kernelkit.muladd.default(x, z, x))
     lib = torch.library.Library("kkhost", "FRAGMENT")
     lib.define("ident(Tensor a) -> Tensor")
     lib.impl("ident", lambda a: a, "CUDA")
     res["dispatcher_to_python_identity"] = per_call_us(lambda: torch.ops.kkhost.ident.default(x))
+    host_only = {
+        "launch_3_tensors_1_int": lambda: k3.launch(1, 32, (x, x, y, 16)),
+        "torch_mul_eager": lambda: torch.mul(x, x),
+        "kernelkit_ops_muladd_eager": lambda: K.muladd(x, z, x),
+        "torch_mul_then_add_eager": lambda: torch.add(torch.mul(x, z), x),
+        "kernelkit_ops_add_eager": lambda: K.add(x, z),
+        "torch_add_eager": lambda: torch.add(x, z),
+    }
+    for k, f in host_only.items():
+        res[f"host_only_{k}"] = host_only_us(f)
     width = max(map(len, res))
     for k, v in res.items():
         print(f"{k:<{width}}  {v:8.2f} us")

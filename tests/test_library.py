@@ -133,3 +133,26 @@ def test_fake_tensor_shapes_without_running():
         x = torch.empty(6, 10)
         assert rowsum(x).shape == (6,)
         assert axpy(x, x, 1.0).shape == (6, 10)
+
+
+def test_eager_fast_path_keeps_dispatcher_semantics():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    fast = axpy(x, y, 2.0)
+    with Record():
+        slow = axpy(x, y, 2.0)
+    assert "kktest.axpy.default" in seen, "a dispatch mode must still see the op"
+    assert torch.equal(fast, slow)
+    # With grad needed the call goes through autograd and records a backward.
+    xr = x.clone().requires_grad_()
+    assert axpy(xr, y, 2.0).grad_fn is not None
+    with torch.no_grad():
+        assert axpy(xr, y, 2.0).grad_fn is None

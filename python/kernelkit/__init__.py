@@ -41,6 +41,7 @@ __all__ = [
     "Module",
     "Out",
     "TensorSpec",
+    "broadcast",
     "cache_dir",
     "clear_cache",
     "compile",
@@ -51,7 +52,7 @@ __all__ = [
     "set_launch_blocking",
 ]
 
-_LAZY = {"op", "TensorSpec", "Out", "like", "KernelOp", "ops", "nn", "testing"}
+_LAZY = {"op", "TensorSpec", "Out", "like", "broadcast", "KernelOp", "ops", "nn", "testing"}
 
 
 def __getattr__(name: str):

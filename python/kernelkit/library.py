@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Unio
 
 import torch
 
-__all__ = ["KernelOp", "Out", "TensorSpec", "like", "op"]
+__all__ = ["KernelOp", "Out", "TensorSpec", "broadcast", "like", "op"]
 
 _LIBS: Dict[str, torch.library.Library] = {}
 
@@ -66,6 +66,21 @@ class _Like:
 
     def allocate(self, named: Mapping[str, Any], device: torch.device) -> torch.Tensor:
         return torch.empty_like(named[self.name], memory_format=torch.contiguous_format)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Broadcast:
+    names: Tuple[str, ...]
+
+    def allocate(self, named: Mapping[str, Any], device: torch.device) -> torch.Tensor:
+        ts = [named[n] for n in self.names]
+        shape = torch.broadcast_shapes(*(t.shape for t in ts))
+        return torch.empty(shape, dtype=ts[0].dtype, device=device)
+
+
+def broadcast(*names: str) -> _Broadcast:
+    """An output with the broadcast shape of the named inputs and the dtype of the first."""
+    return _Broadcast(tuple(names))
 
 
 def like(name: str) -> _Like:
@@ -129,15 +144,18 @@ class _Errors:
         _fail(self.op, f"argument '{name}' must be contiguous; call .contiguous() first")
 
 
-def _generate(opname: str, arg_names: Sequence[str], specs: Mapping[str, TensorSpec], outputs, multi: bool):
+def _generate(
+    opname: str, arg_names: Sequence[str], defaults: Mapping[str, Any], specs: Mapping[str, TensorSpec], outputs, multi
+):
     """Generate the op's implementation as straight-line Python: the checks its spec asks for,
     output allocation, and the call. Generated once per op, so the hot path does no spec lookups."""
     unknown = set(specs) - set(arg_names)
     if unknown:
         raise ValueError(f"{opname}: inputs spec names unknown arguments {sorted(unknown)}")
     for o in outputs:
-        if isinstance(o, _Like) and o.name not in specs:
-            raise ValueError(f"{opname}: like({o.name!r}) names no tensor input")
+        for n in o.names if isinstance(o, _Broadcast) else [o.name] if isinstance(o, _Like) else []:
+            if n not in specs:
+                raise ValueError(f"{opname}: output spec names {n!r}, which has no TensorSpec")
     env: Dict[str, Any] = {
         "Tensor": torch.Tensor,
         "E": _Errors(opname),
@@ -166,9 +184,12 @@ def _generate(opname: str, arg_names: Sequence[str], specs: Mapping[str, TensorS
             body.append(f"if not ({a}.is_cpu or {a}.is_meta): E.device_type({a!r}, {a}, 'cpu')")
         if first is None:
             first = a
-            body.append(f"dev = {a}.device")
+            body.append(f"dev = {a}.get_device()")
         else:
-            body.append(f"if {a}.device != dev: E.same_device({a!r}, {a}, {first!r}, {first})")
+            body.append(
+                f"if {a}.get_device() != dev or {a}.device.type != {first}.device.type: "
+                f"E.same_device({a!r}, {a}, {first!r}, {first})"
+            )
         if spec.ndim is not None:
             body.append(f"if {a}.dim() != {spec.ndim}: E.ndim({a!r}, {a}, {spec.ndim})")
         if spec.shape is not None:
@@ -200,12 +221,23 @@ def _generate(opname: str, arg_names: Sequence[str], specs: Mapping[str, TensorS
     for k, o in enumerate(outputs):
         if isinstance(o, _Like):
             body.append(f"out{k} = empty_like({o.name}, memory_format=contig)")
+        elif isinstance(o, _Broadcast):
+            first_in, *rest = o.names
+            same = " and ".join(f"{n}.shape == {first_in}.shape" for n in rest) or "True"
+            env[f"alloc{k}"] = o.allocate
+            named = ", ".join(f"{n!r}: {n}" for n in o.names)
+            body.append(
+                f"out{k} = empty_like({first_in}, memory_format=contig) if {same} "
+                f"else alloc{k}({{{named}}}, {first_in}.device)"
+            )
         else:
             env[f"alloc{k}"] = o.allocate
             named = ", ".join(f"{n!r}: {n}" for n in arg_names)
-            body.append(f"out{k} = alloc{k}({{{named}}}, dev)")
+            body.append(f"out{k} = alloc{k}({{{named}}}, {first}.device)")
         outs.append(f"out{k}")
-    params = ", ".join(arg_names)
+    # The dispatcher passes only the arguments the caller gave: schema defaults live in the signature.
+    env.update({f"default_{n}": v for n, v in defaults.items()})
+    params = ", ".join(f"{n}=default_{n}" if n in defaults else n for n in arg_names)
     call = ", ".join([*arg_names, *outs])
     if not outs:
         ret = "return None"
@@ -213,6 +245,32 @@ def _generate(opname: str, arg_names: Sequence[str], specs: Mapping[str, TensorS
         ret = f"return ({', '.join(outs)},)"
     else:
         ret = f"return {outs[0]}"
+
+    tensors = [n for n in arg_names if n in specs]
+
+    def build_fast(cuda: Optional[Callable], cpu: Optional[Callable]):
+        """The eager fast path: plain tensors, no grad needed -> the backend impl, no dispatcher."""
+        lines = [f"def fast({params}):"]
+        lines.append(f"    if {' or '.join(f'type({t}) not in PLAIN' for t in tensors) or 'False'}: return SLOW")
+        lines.append(
+            f"    if grad_enabled() and ({' or '.join(f'{t}.requires_grad' for t in tensors) or 'False'}): return SLOW"
+        )
+        t0 = tensors[0] if tensors else None
+        if t0 is not None and cuda is not None:
+            lines.append(f"    if {t0}.is_cuda: return cuda({', '.join(arg_names)})")
+        if t0 is not None and cpu is not None:
+            lines.append(f"    if {t0}.is_cpu: return cpu({', '.join(arg_names)})")
+        lines.append("    return SLOW")
+        scope = dict(
+            env,
+            cuda=cuda,
+            cpu=cpu,
+            SLOW=_SLOW,
+            PLAIN=(torch.Tensor, torch.nn.Parameter),
+            grad_enabled=torch.is_grad_enabled,
+        )
+        exec(compile("\n".join(lines), f"<kernelkit fast path {opname}>", "exec"), scope)
+        return scope["fast"]
 
     def build(with_launch: bool, launch: Optional[Callable]):
         lines = [f"def generated({params}):", *("    " + b for b in body)]
@@ -223,20 +281,43 @@ def _generate(opname: str, arg_names: Sequence[str], specs: Mapping[str, TensorS
         exec(compile("\n".join(lines), f"<kernelkit op {opname}>", "exec"), scope)
         return scope["generated"]
 
-    return build
+    return build, build_fast
+
+
+_SLOW = object()
+
+
+def _dispatcher_needed() -> bool:
+    """True when something may intercept the op at the dispatcher: modes, functorch, the profiler."""
+    return bool(
+        torch._C._len_torch_dispatch_stack()
+        or torch._C._is_torch_function_mode_enabled()
+        or torch._C._functorch.peek_interpreter_stack() is not None
+        or torch._C._autograd._profiler_enabled()
+    )
 
 
 class KernelOp:
-    """A registered op. Call it like a function; ``.op`` is the torch OpOverload."""
+    """A registered op. Call it like a function; ``.op`` is the torch OpOverload.
 
-    def __init__(self, qualname: str, overload: Any, doc: Optional[str]):
+    In plain eager mode (plain tensors, no grad needed, no dispatch/function modes, functorch
+    transforms or profiler) a call goes straight to the backend implementation, skipping the
+    dispatcher's Python hops; everything else (autograd, torch.compile, FakeTensor, vmap,
+    profiling) goes through ``torch.ops``.
+    """
+
+    def __init__(self, qualname: str, overload: Any, doc: Optional[str], fast: Optional[Callable] = None):
         self.qualname = qualname
         self.op = overload
+        self._fast = fast
         self.__doc__ = doc
         self.__name__ = qualname.split("::")[1]
 
     def __call__(self, *args, **kwargs):
-        return self.op(*args, **kwargs)
+        if kwargs or self._fast is None or torch.compiler.is_compiling() or _dispatcher_needed():
+            return self.op(*args, **kwargs)
+        out = self._fast(*args)
+        return self.op(*args) if out is _SLOW else out
 
     def __repr__(self) -> str:
         return f"<kernelkit op {self.qualname}>"
@@ -268,22 +349,26 @@ def op(
     ns, name = qualname.split("::")
     parsed = torch._C.parse_schema(schema)
     arg_names = [a.name for a in parsed.arguments]
+    defaults = {a.name: a.default_value for a in parsed.arguments if a.has_default_value()}
     outputs = () if output is None else (tuple(output) if isinstance(output, (list, tuple)) else (output,))
     multi = isinstance(output, (list, tuple))
-    build = _generate(qualname, arg_names, inputs or {}, outputs, multi)
+    build, build_fast = _generate(qualname, arg_names, defaults, inputs or {}, outputs, multi)
 
     def register(launch: Callable) -> KernelOp:
         lib = _library(ns)
         lib.define(schema.split("::", 1)[1])
 
-        lib.impl(name, build(True, launch), "CUDA" if device == "cuda" else "CPU")
-        if cpu is not None:
-            lib.impl(name, build(True, cpu), "CPU")
+        main = build(True, launch)
+        lib.impl(name, main, "CUDA" if device == "cuda" else "CPU")
+        cpu_impl = build(True, cpu) if cpu is not None else None
+        if cpu_impl is not None:
+            lib.impl(name, cpu_impl, "CPU")
+        fast = build_fast(main if device == "cuda" else None, cpu_impl if device == "cuda" else main)
         fake = build(False, None)
         torch.library.register_fake(qualname, fake, lib=lib)
         if backward is not None:
             torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
         overload = getattr(getattr(torch.ops, ns), name).default
-        return KernelOp(qualname, overload, launch.__doc__)
+        return KernelOp(qualname, overload, launch.__doc__, fast)
 
     return register

@@ -104,8 +104,8 @@ impl Compiled {
         &self.img.key
     }
     /// True when this compile came from the disk cache rather than NVRTC.
-    #[getter]
-    fn from_disk_cache(&self) -> bool {
+    #[getter(from_disk_cache)]
+    fn hit_disk_cache(&self) -> bool {
         self.img.from_disk
     }
     /// Kernel names found in the module.
@@ -455,7 +455,7 @@ impl Kernel {
     ) -> PyResult<()> {
         let cfg_grid = dims(grid, "grid")?;
         let cfg_block = dims(block, "block")?;
-        let args = args.downcast::<PyTuple>().map(|t| t.clone()).or_else(|_| {
+        let args = args.downcast::<PyTuple>().cloned().or_else(|_| {
             args.try_iter()
                 .and_then(|it| it.collect::<PyResult<Vec<_>>>())
                 .and_then(|v| PyTuple::new(py, v))

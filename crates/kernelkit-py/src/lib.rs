@@ -5,6 +5,7 @@
 mod cpu;
 mod errors;
 mod jit;
+mod sources;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -14,6 +15,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     jit::register(m)?;
     cpu::register(m)?;
+    sources::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,108 @@
+"""Compile-check kernelkit's CUDA sources with NVRTC (no GPU needed).
+
+Compiles every instantiation for sm_90 and sm_80 with `--ptxas-options=-v` and prints registers,
+stack frame and spills per kernel; exits non-zero on a compile error, a spill or a stack frame.
+Usage: python kernels/check_compile.py [--arch sm_90 ...] [--cubin-dir DIR]
+"""
+import argparse
+import ctypes
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TYPES = ["float", "double", "__half", "__nv_bfloat16"]
+
+
+def _cu13():
+    import nvidia.cu13 as m  # wheel nvidia-*-cu13
+    return list(m.__path__)[0]
+
+
+def instantiations():
+    ew = ["kk_add", "kk_mul", "kk_muladd", "kk_scale_",
+          "kk_add_strided", "kk_mul_strided", "kk_muladd_strided", "kk_scale_strided_"]
+    gelu = [f"{k}<{t}, {a}>" for k in ("kk_bias_gelu_fwd", "kk_bias_gelu_bwd") for t in TYPES for a in (0, 1)]
+    gelu += [f"kk_column_sum<{t}>" for t in TYPES]
+    return {"elementwise.cu": [f"{k}<{t}>" for k in ew for t in TYPES], "gelu.cu": gelu}
+
+
+def compile_one(lib, inc, src_name, names, arch, cubin_dir):
+    src = open(os.path.join(HERE, src_name), "rb").read()
+    hdr = open(os.path.join(HERE, "common.cuh"), "rb").read()
+    prog = ctypes.c_void_p()
+    hdrs = (ctypes.c_char_p * 1)(hdr)
+    incs = (ctypes.c_char_p * 1)(b"common.cuh")
+    assert lib.nvrtcCreateProgram(ctypes.byref(prog), src, src_name.encode(), 1, hdrs, incs) == 0
+    for n in names:
+        assert lib.nvrtcAddNameExpression(prog, n.encode()) == 0, n
+    opts = [b"-std=c++17", f"--gpu-architecture={arch}".encode(), f"-I{inc}".encode(), b"--ptxas-options=-v"]
+    rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+    size = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    log = log.value.decode(errors="replace")
+    if rc != 0:
+        print(f"== {src_name} {arch}: COMPILE FAILED (rc {rc})\n{log}")
+        return False
+    lowered = {}
+    for n in names:
+        p = ctypes.c_char_p()
+        assert lib.nvrtcGetLoweredName(prog, n.encode(), ctypes.byref(p)) == 0, n
+        lowered[p.value.decode()] = n
+    if cubin_dir:
+        lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+        buf = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetCUBIN(prog, buf)
+        os.makedirs(cubin_dir, exist_ok=True)
+        open(os.path.join(cubin_dir, f"{src_name}.{arch}.cubin"), "wb").write(buf.raw)
+    # ptxas -v: "Compiling entry function '<mangled>'", "N bytes stack frame, N bytes spill stores, ...",
+    # "Used N registers, ..."
+    ok, cur, info = True, None, {}
+    for line in log.splitlines():
+        if m := re.search(r"Compiling entry function '(\w+)'", line):
+            cur = lowered.get(m.group(1), m.group(1))
+            info[cur] = {}
+        elif cur and (m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)):
+            info[cur]["stack"], info[cur]["spill_st"], info[cur]["spill_ld"] = map(int, m.groups())
+        elif cur and (m := re.search(r"Used (\d+) registers", line)):
+            info[cur]["regs"] = int(m.group(1))
+    print(f"== {src_name} {arch}")
+    for n in names:
+        i = info.get(n)
+        if i is None:
+            print(f"  {n:45s} MISSING from ptxas log")
+            ok = False
+            continue
+        bad = i.get("stack", 0) or i.get("spill_st", 0) or i.get("spill_ld", 0)
+        ok &= not bad
+        regs = i.get("regs", 0)
+        # resident 256-thread blocks per SM from registers alone (64K regs, 8-register granularity,
+        # 2048 threads); shared memory (<= 8 KB per block here) does not bind
+        occ = min(8, 65536 // (max(8, -(-regs // 8) * 8) * 256))
+        print(f"  {n:45s} regs {regs:>3}  occ@256 {occ}  stack {i.get('stack', 0)}  "
+              f"spill {i.get('spill_st', 0)}/{i.get('spill_ld', 0)}{'  <-- BAD' if bad else ''}")
+    warn = [l for l in log.splitlines() if "warning" in l.lower()]
+    for l in warn:
+        print("  " + l)
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--arch", nargs="*", default=["sm_90", "sm_80"])
+    ap.add_argument("--cubin-dir")
+    args = ap.parse_args()
+    root = _cu13()
+    lib = ctypes.CDLL(os.path.join(root, "lib", "libnvrtc.so.13"))
+    ok = True
+    for arch in args.arch:
+        for src, names in instantiations().items():
+            ok &= compile_one(lib, os.path.join(root, "include"), src, names, arch, args.cubin_dir)
+    print("OK" if ok else "FAILED")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

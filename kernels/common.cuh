@@ -1,0 +1,142 @@
+// kernelkit common device helpers (NVRTC in-memory header "common.cuh").
+// Only NVRTC builtins + the CUDA fp16/bf16 headers are available: no <cstdint>, no std library.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+namespace kk {
+
+// ---- accumulation type: 16-bit types compute in float, double in double ----
+template <typename T> struct Acc { using type = float; };
+template <> struct Acc<double> { using type = double; };
+template <typename T> using acc_t = typename Acc<T>::type;
+
+template <typename A, typename B> struct same_t { static constexpr bool value = false; };
+template <typename A> struct same_t<A, A> { static constexpr bool value = true; };
+
+// Elements per 16-byte vector: float 4, double 2, half/bf16 8.
+template <typename T> constexpr int kVec = 16 / (int)sizeof(T);
+
+// Grid-stride unroll: independent 16-byte loads in flight per thread and input.
+constexpr int kUnroll = 4;
+
+// Strided/broadcast descriptor; host packs it with struct format "<8q24qi4x".
+// Dims outermost first (entries 0..ndim-1 used), strides in elements (0 = broadcast),
+// one row per tensor input (a, b, c); unused entries zero.
+struct Strided {
+  long long size[8];
+  long long stride[3][8];
+  int ndim;
+};
+static_assert(sizeof(Strided) == 264, "kk::Strided must match host struct \"<8q24qi4x\"");
+static_assert(alignof(Strided) == 8, "kk::Strided must be 8-byte aligned");
+
+__device__ __forceinline__ long long min_ll(long long a, long long b) { return a < b ? a : b; }
+__device__ __forceinline__ long long max_ll(long long a, long long b) { return a > b ? a : b; }
+
+// Unsigned 64-bit a / b (b > 0) without the runtime library's 64-bit division call, whose ABI
+// frame shows up as a local-memory stack frame. 32-bit hardware-sequence fast path; otherwise long
+// division by a deliberately low float estimate of 1/b: every round's quotient estimate e <= floor(r/b)
+// (the 1e-5 margin exceeds the ~2^-21 total rounding of the estimate), so r never underflows, and each
+// round removes >= 16 bits of the quotient: <= 6 rounds.
+__device__ __forceinline__ unsigned long long udiv64(unsigned long long a, unsigned long long b) {
+  if (((a | b) >> 32) == 0) return (unsigned)a / (unsigned)b;
+  const float inv = __fdividef(1.0f, (float)b) * 0.99999f;
+  unsigned long long q = 0, r = a;
+  while (r >= b) {
+    unsigned long long e = (unsigned long long)((float)r * inv);
+    e = e ? e : 1ull;  // r >= b: the quotient is at least 1
+    q += e;
+    r -= e * b;
+  }
+  return q;
+}
+__device__ __forceinline__ long long div_ll(long long a, long long b) {  // a >= 0, b > 0
+  return (long long)udiv64((unsigned long long)a, (unsigned long long)b);
+}
+__device__ __forceinline__ long long mod_ll(long long a, long long b) {  // a >= 0, b > 0
+  return a - div_ll(a, b) * b;
+}
+
+// True when p is 16-byte aligned. OR several pointers together to test them all at once.
+__device__ __forceinline__ unsigned long long addr(const void* p) {
+  return reinterpret_cast<unsigned long long>(p);
+}
+__device__ __forceinline__ bool aligned16(unsigned long long orred_addrs) { return (orred_addrs & 15ull) == 0; }
+
+// ---- scalar conversions ----
+__device__ __forceinline__ float to_acc(float v) { return v; }
+__device__ __forceinline__ double to_acc(double v) { return v; }
+__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Round an Acc value to T (round-to-nearest-even).
+template <typename T> __device__ __forceinline__ T from_acc(acc_t<T> v) {
+  if constexpr (same_t<T, __half>::value) return __float2half_rn(v);
+  else if constexpr (same_t<T, __nv_bfloat16>::value) return __float2bfloat16_rn(v);
+  else return v;
+}
+
+__device__ __forceinline__ float fma_acc(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double fma_acc(double a, double b, double c) { return fma(a, b, c); }
+
+// ---- scalar loads/stores ----
+template <typename T> __device__ __forceinline__ T load_nc(const T* p) { return __ldg(p); }  // read-only path
+template <typename T> __device__ __forceinline__ T load_plain(const T* p) { return *p; }     // data also written by the kernel
+
+// ---- W-element packs (W*sizeof(T) == 16 -> one 128-bit access, W == 1 -> scalar) ----
+template <typename T, int W> struct alignas(sizeof(T) * W) Vec { T v[W]; };
+
+// NC: use the read-only (non-coherent) path; only for data the kernel never writes,
+// or reads exactly once before this same thread writes it (exact in-place aliasing).
+template <int W, bool NC = true, typename T> __device__ __forceinline__ Vec<T, W> load_vec(const T* p) {
+  static_assert(W == 1 || W * sizeof(T) == 16, "packs are scalars or 16 bytes");
+  Vec<T, W> r;
+  if constexpr (W == 1) {
+    r.v[0] = NC ? __ldg(p) : *p;
+  } else {
+    const uint4 u = NC ? __ldg(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
+    *reinterpret_cast<uint4*>(&r) = u;  // Vec is 16-byte aligned: a register-level bit copy
+  }
+  return r;
+}
+
+template <int W, typename T> __device__ __forceinline__ void store_vec(T* p, const Vec<T, W>& r) {
+  if constexpr (W == 1) {
+    *p = r.v[0];
+  } else {
+    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&r);
+  }
+}
+
+// Pack -> Acc array.
+template <typename T, int W> __device__ __forceinline__ void vec_to_acc(const Vec<T, W>& in, acc_t<T> (&out)[W]) {
+#pragma unroll
+  for (int j = 0; j < W; ++j) out[j] = to_acc(in.v[j]);
+}
+
+// Acc array -> pack, rounding once; 16-bit types convert pairwise (one cvt.rn.{f16,bf16}x2.f32 per pair).
+template <typename T, int W> __device__ __forceinline__ Vec<T, W> acc_to_vec(const acc_t<T> (&in)[W]) {
+  Vec<T, W> r;
+  if constexpr (W % 2 == 0 && same_t<T, __half>::value) {
+#pragma unroll
+    for (int j = 0; j < W; j += 2) {
+      const __half2 h = __floats2half2_rn(in[j], in[j + 1]);
+      r.v[j] = __low2half(h);
+      r.v[j + 1] = __high2half(h);
+    }
+  } else if constexpr (W % 2 == 0 && same_t<T, __nv_bfloat16>::value) {
+#pragma unroll
+    for (int j = 0; j < W; j += 2) {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(in[j], in[j + 1]);
+      r.v[j] = __low2bfloat16(h);
+      r.v[j + 1] = __high2bfloat16(h);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < W; ++j) r.v[j] = from_acc<T>(in[j]);
+  }
+  return r;
+}
+
+}  // namespace kk

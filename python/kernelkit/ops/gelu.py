@@ -1,0 +1,109 @@
+"""bias_gelu: GELU(x + bias) with bias over the last dim, forward and fused backward."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelkit import _native
+from kernelkit.library import TensorSpec, like, op
+from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, cdiv, flat_grid, kernel, sm_count
+
+_APPROX = {"tanh": 1, "none": 0}
+_X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
+_BIAS = TensorSpec(same_dtype_as="x", contiguous=True, make_contiguous=True, shape=("N",))
+
+
+def _approx(approximate: str) -> int:
+    try:
+        return _APPROX[approximate]
+    except KeyError:
+        raise ValueError(f"kernelkit::bias_gelu: approximate must be 'tanh' or 'none', got {approximate!r}") from None
+
+
+def _forward_cuda(x, bias, approximate, out):
+    mode = _approx(approximate)
+    n = x.numel()
+    if n == 0:
+        return
+    cols = bias.numel()
+    k = kernel("gelu", f"kk_bias_gelu_fwd<{CTYPE[x.dtype]}, {mode}>")
+    k.launch(flat_grid(n, x.element_size()), BLOCK, (x, bias, out, n // cols, cols))
+
+
+def _forward_cpu(x, bias, approximate, out):
+    mode = _approx(approximate)
+    if x.numel():
+        _native.cpu_bias_gelu_fwd(x, bias, out, mode == 1)
+
+
+def _backward_cuda(grad, x, bias, approximate, grad_x, grad_bias):
+    mode = _approx(approximate)
+    cols = bias.numel()
+    rows = x.numel() // cols if cols else 0
+    if rows == 0 or cols == 0:
+        grad_bias.zero_()
+        return
+    ctype = CTYPE[x.dtype]
+    dev = x.get_device()
+    # Launch shape from kernels/gelu.cu: column tiles of 8 vectors; enough row chunks to fill two
+    # blocks per SM (the kernel's occupancy), at most 64 so the partial sums stay small.
+    vec = 16 // x.element_size() if x.dtype != torch.float64 else 1
+    grid_x = cdiv(cols, 8 * vec) if vec > 1 and cols % vec == 0 else cdiv(cols, 32)
+    chunks = max(1, min(2 * 2 * sm_count(dev) // grid_x, cdiv(rows, 16), 64))
+    rows_per_chunk = cdiv(rows, chunks)
+    chunks = cdiv(rows, rows_per_chunk)
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    partial = torch.empty((chunks, cols), dtype=acc, device=x.device)
+    kernel("gelu", f"kk_bias_gelu_bwd<{ctype}, {mode}>").launch(
+        (grid_x, chunks), BLOCK, (grad, x, bias, grad_x, partial, rows, cols, rows_per_chunk)
+    )
+    kernel("gelu", f"kk_column_sum<{ctype}>").launch(cdiv(cols, BLOCK), BLOCK, (partial, grad_bias, chunks, cols))
+
+
+def _backward_cpu(grad, x, bias, approximate, grad_x, grad_bias):
+    mode = _approx(approximate)
+    if bias.numel() == 0:
+        return
+    _native.cpu_bias_gelu_bwd(grad, x, bias, grad_x, grad_bias, mode == 1)
+
+
+bias_gelu_backward = op(
+    "kernelkit::bias_gelu_backward(Tensor grad, Tensor x, Tensor bias, str approximate='tanh') -> (Tensor, Tensor)",
+    inputs={
+        "grad": TensorSpec(same_dtype_as="x", contiguous=True, make_contiguous=True, shape=("*", "N")),
+        "x": _X,
+        "bias": _BIAS,
+    },
+    output=(like("x"), like("bias")),
+    cpu=_backward_cpu,
+)(_backward_cuda)
+
+
+def _setup(ctx, inputs, output):
+    x, bias, approximate = inputs
+    ctx.save_for_backward(x, bias)
+    ctx.approximate = approximate
+
+
+def _backward(ctx, grad):
+    x, bias = ctx.saved_tensors
+    gx, gb = bias_gelu_backward(grad.reshape(x.shape), x, bias, ctx.approximate)
+    return gx, gb, None
+
+
+@op(
+    "kernelkit::bias_gelu(Tensor x, Tensor bias, str approximate='tanh') -> Tensor",
+    inputs={"x": _X, "bias": _BIAS},
+    output=like("x"),
+    backward=_backward,
+    setup_context=_setup,
+    cpu=_forward_cpu,
+)
+def bias_gelu(x, bias, approximate, out):
+    """GELU(x + bias), bias over the last dim; approximate="tanh" (default) or "none" (erf form).
+
+    Both gradients come from one fused backward kernel (grad_bias is a deterministic column sum).
+
+    >>> y = kernelkit.ops.bias_gelu(x, bias)             # x: (..., N), bias: (N,)
+    """
+    _forward_cuda(x, bias, approximate, out)
