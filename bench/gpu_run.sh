@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repo root, with the wheel built on the dev
 # machine carried in dist/. Installs it, runs the whole test suite (GPU tests included), the
-# benchmarks and the demo, and writes logs and JSON reports to $OUT.
+# benchmarks and the demo, and writes logs and JSON reports to $OUT (at most 8 files come back:
+# env.txt pytest.log foundation.json hostpath.json ops.json ops.log ops.png demo.log).
 #   usage: bash bench/gpu_run.sh [tests|foundation|ops|demo ...]   (default: all)
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelkit-out}
@@ -17,11 +18,12 @@ steps=${*:-tests foundation ops demo}
 rc=0
 for s in $steps; do
   case $s in
-    tests) python3 -m pytest tests -q -rs -p no:cacheprovider -p no:logging 2>&1 | tee "$OUT/pytest.log" | tail -40; rc=$((rc | PIPESTATUS[0])) ;;
+    tests) python3 -m pytest tests -q -rs -p no:cacheprovider -p no:logging 2>&1 | tee "$OUT/pytest.log" | tail -15; rc=$((rc | PIPESTATUS[0])) ;;
     sweep) python3 bench/grid_sweep.py 2>&1 | tee "$OUT/grid_sweep.log" ;;
-    hostpath) python3 bench/hostpath.py --out "$OUT/hostpath.json" 2>&1 | tee "$OUT/hostpath.log" ;;
-    foundation) python3 bench/foundation.py --out "$OUT/foundation.json" > "$OUT/foundation.log" 2>&1 || { rc=1; tail -30 "$OUT/foundation.log"; } ;;
-    ops) COLUMNS=200 python3 -m kernelkit bench --json "$OUT/ops.json" --plot "$OUT/ops.png" 2>&1 | tee "$OUT/ops.log" | tail -70 ;;
+    doctor) python3 -m kernelkit doctor 2>&1 | tail -30 ;;
+    hostpath) python3 bench/hostpath.py --out "$OUT/hostpath.json" 2>&1 | tail -40 ;;
+    foundation) python3 bench/foundation.py --out "$OUT/foundation.json" 2>&1 | tail -25 ;;
+    ops) COLUMNS=200 python3 -m kernelkit bench --json "$OUT/ops.json" --plot "$OUT/ops.png" 2>&1 | tee "$OUT/ops.log" | tail -3 ;;
     demo) python3 -m kernelkit demo 2>&1 | tee "$OUT/demo.log" | tail -25 ;;
   esac
 done
