@@ -263,8 +263,8 @@ def _make_rows(arity, bias=False):
     def make(size, dtype, device, gen):
         rows = max(size // 64, 0) if size > 64 else size
         cols = 64 if size > 64 else 1
-        ts = tuple(torch.randn(rows, cols, generator=gen).to(dtype=dtype, device=device) for _ in range(arity))
-        return ts + (torch.randn(cols, generator=gen).to(dtype=dtype, device=device),) if bias else ts
+        ts = tuple(torch.randn(rows, cols, generator=gen, device=device).to(dtype) for _ in range(arity))
+        return ts + (torch.randn(cols, generator=gen, device=device).to(dtype),) if bias else ts
 
     return make
 
@@ -278,8 +278,8 @@ CHECK_OP_CASES = {
         K.matmul,
         lambda a, b: a @ b,
         lambda size, dtype, device, gen: (
-            torch.randn(size, 33, generator=gen).to(dtype=dtype, device=device),
-            torch.randn(33, 17, generator=gen).to(dtype=dtype, device=device),
+            torch.randn(size, 33, generator=gen, device=device).to(dtype),
+            torch.randn(33, 17, generator=gen, device=device).to(dtype),
         ),
     ),
 }

@@ -186,10 +186,8 @@ def _generate(
             first = a
             body.append(f"dev = {a}.get_device()")
         else:
-            body.append(
-                f"if {a}.get_device() != dev or {a}.device.type != {first}.device.type: "
-                f"E.same_device({a!r}, {a}, {first!r}, {first})"
-            )
+            # get_device() is -1 on CPU and the index on CUDA: one int compare, no torch.device objects.
+            body.append(f"if {a}.get_device() != dev: E.same_device({a!r}, {a}, {first!r}, {first})")
         if spec.ndim is not None:
             body.append(f"if {a}.dim() != {spec.ndim}: E.ndim({a!r}, {a}, {spec.ndim})")
         if spec.shape is not None:
@@ -287,23 +285,26 @@ def _generate(
 _SLOW = object()
 
 
+_dispatch_stack_len = torch._C._len_torch_dispatch_stack
+_function_mode_on = torch._C._is_torch_function_mode_enabled
+_functorch_stack = torch._C._functorch.peek_interpreter_stack
+_profiler_on = torch._C._autograd._profiler_enabled
+_is_compiling = torch.compiler.is_compiling
+
+
 def _dispatcher_needed() -> bool:
     """True when something may intercept the op at the dispatcher: modes, functorch, the profiler."""
-    return bool(
-        torch._C._len_torch_dispatch_stack()
-        or torch._C._is_torch_function_mode_enabled()
-        or torch._C._functorch.peek_interpreter_stack() is not None
-        or torch._C._autograd._profiler_enabled()
-    )
+    return bool(_dispatch_stack_len() or _function_mode_on() or _functorch_stack() is not None or _profiler_on())
 
 
 class KernelOp:
     """A registered op. Call it like a function; ``.op`` is the torch OpOverload.
 
-    In plain eager mode (plain tensors, no grad needed, no dispatch/function modes, functorch
-    transforms or profiler) a call goes straight to the backend implementation, skipping the
-    dispatcher's Python hops; everything else (autograd, torch.compile, FakeTensor, vmap,
-    profiling) goes through ``torch.ops``.
+    For an op with a backward, a call in plain eager mode (plain tensors, no grad needed, no
+    dispatch/function modes, functorch transforms or profiler) goes straight to the backend
+    implementation, skipping the Python autograd kernel and its redispatch; everything else
+    (autograd, torch.compile, FakeTensor, vmap, profiling) goes through ``torch.ops``. An op
+    without a backward has no Python hop to skip, so it always goes through ``torch.ops``.
     """
 
     def __init__(self, qualname: str, overload: Any, doc: Optional[str], fast: Optional[Callable] = None):
@@ -314,7 +315,7 @@ class KernelOp:
         self.__name__ = qualname.split("::")[1]
 
     def __call__(self, *args, **kwargs):
-        if kwargs or self._fast is None or torch.compiler.is_compiling() or _dispatcher_needed():
+        if kwargs or self._fast is None or _is_compiling() or _dispatcher_needed():
             return self.op(*args, **kwargs)
         out = self._fast(*args)
         return self.op(*args) if out is _SLOW else out
@@ -369,6 +370,6 @@ def op(
         if backward is not None:
             torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
         overload = getattr(getattr(torch.ops, ns), name).default
-        return KernelOp(qualname, overload, launch.__doc__, fast)
+        return KernelOp(qualname, overload, launch.__doc__, fast if backward is not None else None)
 
     return register

@@ -21,18 +21,24 @@ def _launch(name: str, inputs, out) -> None:
         if t.shape != shape or not t.is_contiguous():
             break
     else:
-        k = kernel("elementwise", _NAMES[name, out.dtype])
-        k.launch(flat_grid(n, out.element_size()), BLOCK, (*inputs, out, n))
+        # The hot path: kernel and grid inline, every Python call here costs host time.
+        key = (name, out.dtype)
+        k = _KERNELS.get(key) or _KERNELS.setdefault(key, kernel("elementwise", f"kk_{name}<{CTYPE[out.dtype]}>"))
+        k.launch((n + _PER_BLOCK[out.dtype] - 1) // _PER_BLOCK[out.dtype], BLOCK, (*inputs, out, n))
         return
     if len(shape) > MAX_DIMS:
         _launch(name, [t.expand(shape).contiguous() for t in inputs], out)
         return
+    # Strided operands go as raw pointers (Kernel.launch only takes contiguous tensors); the op's
+    # generated checks have already put them on out's device, and their strides travel in kk::Strided.
     k = kernel("elementwise", f"kk_{name}_strided<{CTYPE[out.dtype]}>")
-    k.launch(cdiv(n, BLOCK * 4), BLOCK, (*inputs, out, n, strided_arg(shape, inputs)))
+    ptrs = tuple(t.data_ptr() for t in inputs)
+    k.launch(cdiv(n, BLOCK * 4), BLOCK, (*ptrs, out, n, strided_arg(shape, inputs)))
 
 
-# Name expressions, built once: formatting them on every call costs host time.
-_NAMES = {(op, dt): f"kk_{op}<{ct}>" for op in ("add", "mul", "muladd") for dt, ct in CTYPE.items()}
+_KERNELS: dict = {}
+# Elements per block of the contiguous kernels: 16-byte vectors, 4 per thread (as flat_grid).
+_PER_BLOCK = {dt: (16 // torch.empty((), dtype=dt).element_size()) * BLOCK * 4 for dt in CTYPE}
 
 
 def _cpu(name: str, inputs, out) -> None:
@@ -129,8 +135,9 @@ def _scale_cuda(x, s):
     if x.is_contiguous():
         kernel("elementwise", f"kk_scale_<{ctype}>").launch(flat_grid(n, x.element_size()), BLOCK, (x, s, n))
     elif x.dim() <= MAX_DIMS and 0 not in x.stride():
-        args = (x, s, n, strided_arg(x.shape, (x,)))
-        kernel("elementwise", f"kk_scale_strided_<{ctype}>").launch(cdiv(n, BLOCK * 4), BLOCK, args)
+        with torch.cuda.device(x.device):  # no tensor argument to take the device from
+            args = (x.data_ptr(), s, n, strided_arg(x.shape, (x,)))
+            kernel("elementwise", f"kk_scale_strided_<{ctype}>").launch(cdiv(n, BLOCK * 4), BLOCK, args)
     else:
         raise ValueError("kernelkit::scale_: argument 'x' has more than 8 dims or overlapping elements (a 0 stride)")
 
