@@ -103,6 +103,9 @@ def main() -> None:
         "kkbench::mul(Tensor a, Tensor b) -> Tensor", inputs={"a": spec, "b": spec}, output=kernelkit.like("a")
     )(launch_mul)
     res["op_call_us_kernelkit_registered_op"] = host_us(lambda: kk_mul(small, small))
+    import kernelkit.ops as K
+
+    res["op_call_us_kernelkit_ops_muladd_with_backward"] = host_us(lambda: K.muladd(small, small, small))
     res["op_call_us_torch_ops_direct"] = host_us(lambda: torch.ops.kkbench.mul.default(small, small))
 
     @torch.library.custom_op("kkbench::cmul", mutates_args=())

@@ -62,10 +62,9 @@ class Out:
 
 @dataclasses.dataclass(frozen=True)
 class _Like:
-    name: str
+    """Allocated inline by the generated code, with torch.empty_like (the cheapest allocation)."""
 
-    def allocate(self, named: Mapping[str, Any], device: torch.device) -> torch.Tensor:
-        return torch.empty_like(named[self.name], memory_format=torch.contiguous_format)
+    name: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,15 +309,19 @@ class KernelOp:
     def __init__(self, qualname: str, overload: Any, doc: Optional[str], fast: Optional[Callable] = None):
         self.qualname = qualname
         self.op = overload
+        # The OpOverload's C++ callable: calling it directly skips OpOverload.__call__'s frame.
+        self._dispatch = getattr(overload, "_op", overload)
         self._fast = fast
         self.__doc__ = doc
         self.__name__ = qualname.split("::")[1]
 
     def __call__(self, *args, **kwargs):
-        if kwargs or self._fast is None or _is_compiling() or _dispatcher_needed():
+        if _is_compiling():  # dynamo traces the OpOverload, not its raw C++ callable
             return self.op(*args, **kwargs)
+        if kwargs or self._fast is None or _dispatcher_needed():
+            return self._dispatch(*args, **kwargs)
         out = self._fast(*args)
-        return self.op(*args) if out is _SLOW else out
+        return self._dispatch(*args) if out is _SLOW else out
 
     def __repr__(self) -> str:
         return f"<kernelkit op {self.qualname}>"

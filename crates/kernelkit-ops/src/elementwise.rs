@@ -1,9 +1,10 @@
 //! Element-wise ops over equal-length slices.
 //!
-//! Work is split into [`CHUNK`]-element jobs for rayon (single-threaded below
+//! Work is split into 64K-element jobs for rayon (single-threaded below
 //! [`crate::PAR_MIN_ELEMS`]). `f32`/`f64` slices go straight to the vectorized kernels; 16-bit
-//! slices are widened in [`STAGE`]-element blocks on the stack, computed in `f32` and rounded
-//! once on store.
+//! slices are widened in 1024-element blocks on the stack, computed in `f32` and rounded
+//! once on store. With AVX2, `f32`/`f64` outputs of 16 MiB or more are written with
+//! non-temporal stores (no read-for-ownership: ~20% less traffic for `muladd`).
 
 use crate::cpu::Isa;
 use crate::element::{Element, Real};

@@ -1,8 +1,8 @@
 //! Fused bias + GELU, forward and backward.
 //!
 //! `x` is `[rows, cols]` row-major with `cols = bias.len()`. The work is cut into jobs that
-//! depend only on `(rows, cols)` (never on the thread count): up to [`COL_BLOCK`] columns by
-//! enough rows for ~[`JOB_ELEMS`] elements. The backward pass sums each job's rows into a
+//! depend only on `(rows, cols)` (never on the thread count): up to 8K columns by
+//! enough rows for ~256K elements. The backward pass sums each job's rows into a
 //! per-job partial `grad_bias`, and the partials are added in job order, so `grad_bias` is
 //! bitwise reproducible for any pool size or scheduling.
 

@@ -1,0 +1,86 @@
+"""The command line and the benchmark harness, on whatever device this machine has."""
+
+import json
+
+import torch
+from typer.testing import CliRunner
+
+from kernelkit import bench
+from kernelkit.cli import app
+
+runner = CliRunner()
+
+
+def test_bench_harness_times_a_user_op():
+    case = bench.Case(
+        "double",
+        make=lambda size, dtype, dev: (torch.randn(*size, dtype=dtype, device=dev),),
+        impls={"mine": lambda x: x * 2, "torch": lambda x: x + x},
+        bytes=lambda x: 2 * x.nbytes,
+    )
+    results = bench.run([case], sizes=[(256, 256)], dtypes=[torch.float32], compile=False, reps=5, progress=False)
+    assert {r.impl for r in results} == {"mine", "torch"}
+    for r in results:
+        assert r.error is None and r.time_us > 0 and r.host_us > 0 and r.gbps > 0
+        assert r.size == "256x256" and r.dtype == "float32"
+    assert next(r for r in results if r.impl == "torch").speedup_vs_torch == 1.0
+
+
+def test_bench_reports_a_failing_implementation_without_stopping():
+    def broken(x):
+        raise RuntimeError("boom")
+
+    case = bench.Case(
+        "bad",
+        make=lambda s, d, dev: (torch.ones(*s, dtype=d, device=dev),),
+        impls={"broken": broken, "torch": torch.neg},
+    )
+    results = bench.run([case], sizes=[(8,)], dtypes=[torch.float32], compile=False, reps=3, progress=False)
+    bad = next(r for r in results if r.impl == "broken")
+    assert bad.error == "RuntimeError: boom"
+    assert next(r for r in results if r.impl == "torch").error is None
+
+
+def test_bench_cli_writes_json_and_csv(tmp_path):
+    out, csv = tmp_path / "r.json", tmp_path / "r.csv"
+    res = runner.invoke(
+        app,
+        [
+            "bench",
+            "muladd",
+            "--sizes",
+            "64x128",
+            "--dtype",
+            "float32",
+            "--reps",
+            "3",
+            "--no-compile",
+            "--json",
+            str(out),
+            "--csv",
+            str(csv),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert data["environment"]["kernelkit"] and data["environment"]["torch"] == torch.__version__
+    impls = {r["impl"] for r in data["results"]}
+    assert impls >= {"kernelkit", "torch"}
+    assert csv.read_text().splitlines()[0].startswith("case,impl,size")
+
+
+def test_bench_cli_rejects_unknown_ops_and_sizes():
+    assert runner.invoke(app, ["bench", "nope"]).exit_code != 0
+    res = runner.invoke(app, ["bench", "add", "--sizes", "12xabc"])
+    assert res.exit_code != 0 and "expected sizes like" in res.output
+
+
+def test_demo_runs_and_passes():
+    res = runner.invoke(app, ["demo"])
+    assert res.exit_code == 0, res.output
+    assert "demo passed" in res.output and "3. checks" in res.output
+
+
+def test_cache_command():
+    res = runner.invoke(app, ["cache"])
+    assert res.exit_code == 0 and "entries" in res.output
