@@ -24,7 +24,14 @@ def instantiations():
           "kk_add_strided", "kk_mul_strided", "kk_muladd_strided", "kk_scale_strided_"]
     gelu = [f"{k}<{t}, {a}>" for k in ("kk_bias_gelu_fwd", "kk_bias_gelu_bwd") for t in TYPES for a in (0, 1)]
     gelu += [f"kk_column_sum<{t}>" for t in TYPES]
-    return {"elementwise.cu": [f"{k}<{t}>" for k in ew for t in TYPES], "gelu.cu": gelu}
+    norms = [f"{k}<{t}>" for k in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd",
+                                   "kk_rms_norm_bwd", "kk_layer_norm_bwd", "kk_norm_column_sum") for t in TYPES]
+    sm = [f"{k}<{t}>" for k in ("kk_softmax_fwd", "kk_softmax_bwd", "kk_cross_entropy_fwd", "kk_cross_entropy_bwd")
+          for t in TYPES]
+    act = [f"{k}<{t}>" for k in ("kk_swiglu_fwd", "kk_swiglu_bwd") for t in TYPES]
+    act += [f"kk_rope<{t}, {b}>" for t in TYPES for b in (0, 1)]
+    return {"elementwise.cu": [f"{k}<{t}>" for k in ew for t in TYPES], "gelu.cu": gelu, "norms.cu": norms,
+            "softmax.cu": sm, "activations.cu": act}
 
 
 def compile_one(lib, inc, src_name, names, arch, cubin_dir):
@@ -93,12 +100,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", nargs="*", default=["sm_90", "sm_80"])
     ap.add_argument("--cubin-dir")
+    ap.add_argument("--only", nargs="*", help="source files to check (default: all)")
     args = ap.parse_args()
     root = _cu13()
     lib = ctypes.CDLL(os.path.join(root, "lib", "libnvrtc.so.13"))
     ok = True
     for arch in args.arch:
         for src, names in instantiations().items():
+            if args.only and src not in args.only:
+                continue
             ok &= compile_one(lib, os.path.join(root, "include"), src, names, arch, args.cubin_dir)
     print("OK" if ok else "FAILED")
     sys.exit(0 if ok else 1)

@@ -13,6 +13,26 @@ INSTANTIATIONS = {
     + [f"kk_column_sum<{t}>" for t in TYPES],
     # Compiling all four matmul instantiations takes seconds per arch; float covers the shared code.
     "matmul.cu": ["kk_matmul<float>"],
+    # Issue 5 drafts (not yet registered as ops): float and bfloat16 cover both code paths.
+    "norms.cu": [
+        f"kk_{k}<{t}>"
+        for k in (
+            "rms_norm_fwd",
+            "add_rms_norm_fwd",
+            "layer_norm_fwd",
+            "rms_norm_bwd",
+            "layer_norm_bwd",
+            "norm_column_sum",
+        )
+        for t in ("float", "__nv_bfloat16")
+    ],
+    "softmax.cu": [
+        f"kk_{k}<{t}>"
+        for k in ("softmax_fwd", "softmax_bwd", "cross_entropy_fwd", "cross_entropy_bwd")
+        for t in ("float", "__nv_bfloat16")
+    ],
+    "activations.cu": [f"kk_swiglu_{d}<{t}>" for d in ("fwd", "bwd") for t in ("float", "__nv_bfloat16")]
+    + [f"kk_rope<{t}, {b}>" for t in ("float", "__nv_bfloat16") for b in (0, 1)],
 }
 
 

@@ -49,10 +49,11 @@ __all__ = [
     "load",
     "load_inline",
     "op",
+    "patch",
     "set_launch_blocking",
 ]
 
-_LAZY = {"op", "TensorSpec", "Out", "like", "broadcast", "KernelOp", "ops", "nn", "testing"}
+_LAZY = {"op", "TensorSpec", "Out", "like", "broadcast", "KernelOp", "ops", "nn", "testing", "patch"}
 
 
 def __getattr__(name: str):
@@ -62,6 +63,8 @@ def __getattr__(name: str):
 
         if name in ("ops", "nn", "testing"):
             return importlib.import_module(f"kernelkit.{name}")
+        if name == "patch":
+            return importlib.import_module("kernelkit.patching").patch
         from kernelkit import library
 
         return getattr(library, name)

@@ -50,13 +50,19 @@ class TensorSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Out:
-    """An output: shape and dtype as functions of the inputs (by name), allocated by torch's caching allocator."""
+    """An output allocated by torch's caching allocator. ``shape`` is a function of the inputs (by
+    name); ``dtype`` is a dtype, the name of an input whose dtype it takes, or a function of the inputs."""
 
     shape: Callable[..., Sequence[int]]
-    dtype: Union[str, torch.dtype]
+    dtype: Union[str, torch.dtype, Callable[..., torch.dtype]]
 
     def allocate(self, named: Mapping[str, Any], device: torch.device) -> torch.Tensor:
-        dtype = named[self.dtype].dtype if isinstance(self.dtype, str) else self.dtype
+        if isinstance(self.dtype, str):
+            dtype = named[self.dtype].dtype
+        elif isinstance(self.dtype, torch.dtype):
+            dtype = self.dtype
+        else:
+            dtype = self.dtype(**named)
         return torch.empty(tuple(self.shape(**named)), dtype=dtype, device=device)
 
 

@@ -14,10 +14,13 @@
 //! Callers (the PyO3 bindings) have already checked dtype and contiguity; the ops still check
 //! every length up front and return [`OpError`] instead of panicking.
 
+pub mod activations;
 pub mod element;
 pub mod elementwise;
 pub mod gelu;
 pub mod matmul;
+pub mod norms;
+pub mod softmax;
 
 mod approx;
 mod cpu;
@@ -61,6 +64,16 @@ pub enum OpError {
         op: &'static str,
         what: &'static str,
     },
+    /// Element `row` of index argument `arg` holds `value`, outside `[0, bound)`.
+    BadIndex {
+        op: &'static str,
+        arg: &'static str,
+        row: usize,
+        value: i64,
+        bound: usize,
+    },
+    /// The caller passed data of a type this op has no implementation for.
+    Unsupported(&'static str),
 }
 
 impl fmt::Display for OpError {
@@ -87,6 +100,17 @@ impl fmt::Display for OpError {
                 "{op}: length of `{arg}` ({len}) is not a multiple of the length of `{of}` ({divisor})"
             ),
             OpError::ShapeOverflow { op, what } => write!(f, "{op}: {what} overflows usize"),
+            OpError::BadIndex {
+                op,
+                arg,
+                row,
+                value,
+                bound,
+            } => write!(
+                f,
+                "{op}: argument `{arg}` holds {value} at row {row}, outside [0, {bound})"
+            ),
+            OpError::Unsupported(what) => write!(f, "unsupported: {what}"),
         }
     }
 }

@@ -4,7 +4,9 @@
 
 use crate::tensor::{torch, DType};
 use half::{bf16, f16};
-use kernelkit_ops::{elementwise, gelu, matmul, Approx, OpError};
+use kernelkit_ops::{
+    activations, elementwise, gelu, matmul, norms, softmax, Approx, Element, OpError,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -17,6 +19,19 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cpu_bias_gelu_fwd, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_bias_gelu_bwd, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_rms_norm_fwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_rms_norm_bwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_add_rms_norm_fwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_add_rms_norm_bwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_layer_norm_fwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_layer_norm_bwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_softmax_fwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_softmax_bwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_cross_entropy_fwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_cross_entropy_bwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_swiglu_fwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_swiglu_bwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_rope, m)?)?;
     Ok(())
 }
 
@@ -31,7 +46,7 @@ struct Buf {
 impl Buf {
     fn bytes(&self) -> std::ops::Range<usize> {
         let size = match self.dtype {
-            DType::F64 => 8,
+            DType::F64 | DType::I64 => 8,
             DType::F32 => 4,
             DType::F16 | DType::BF16 => 2,
         };
@@ -64,9 +79,9 @@ fn buf(op: &str, name: &str, t: &Bound<'_, PyAny>) -> PyResult<Buf> {
         )));
     }
     let bad = |why: &str| PyValueError::new_err(format!("{op}: argument '{name}' {why}"));
-    let dtype = torch
-        .dtype(t)?
-        .ok_or_else(|| bad("has an unsupported dtype (float32, float64, float16, bfloat16)"))?;
+    let dtype = torch.dtype(t)?.ok_or_else(|| {
+        bad("has an unsupported dtype (float32, float64, float16, bfloat16; int64 for targets)")
+    })?;
     if t.call_method0(intern!(py, "get_device"))?
         .extract::<i64>()?
         != -1
@@ -147,6 +162,7 @@ macro_rules! dispatch {
                 type $T = bf16;
                 $body
             }
+            DType::I64 => Err(OpError::Unsupported("int64 data")),
         }
     };
 }
@@ -288,4 +304,445 @@ fn cpu_matmul(
     // SAFETY: as in cpu_add; matmul checks the lengths against m, k, n.
     py.allow_threads(|| dispatch!(a.dtype, T => unsafe { matmul::matmul::<T>(a.slice(), b.slice(), o.slice_mut(), m, k, n) }))
         .map_err(op_err)
+}
+
+/// Role of a tensor in a call: data of the op's dtype, statistics in its compute type, or int64 targets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Data,
+    Stat,
+    Index,
+}
+
+/// Like `bufs`, for ops that mix data, statistics (float32, or float64 for float64 data) and targets.
+/// The last `outputs` entries are written; they may overlap nothing else.
+fn typed<const N: usize>(
+    op: &str,
+    named: [(&str, &Bound<'_, PyAny>, Role); N],
+    outputs: usize,
+) -> PyResult<[Buf; N]> {
+    let mut out = [Buf {
+        ptr: 0,
+        len: 0,
+        dtype: DType::F32,
+    }; N];
+    for (i, (name, t, _)) in named.iter().enumerate() {
+        out[i] = buf(op, name, t)?;
+    }
+    let data = named
+        .iter()
+        .position(|(_, _, r)| *r == Role::Data)
+        .map(|i| out[i].dtype)
+        .unwrap_or(DType::F32);
+    let stat = if data == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    for (i, (name, _, role)) in named.iter().enumerate() {
+        let want = match role {
+            Role::Data => data,
+            Role::Stat => stat,
+            Role::Index => DType::I64,
+        };
+        if out[i].dtype != want {
+            return Err(PyValueError::new_err(format!(
+                "{op}: argument '{name}' has dtype {}, expected {}",
+                out[i].dtype.name(),
+                want.name()
+            )));
+        }
+    }
+    for o in N - outputs..N {
+        for i in 0..N {
+            let (a, b) = (out[o].bytes(), out[i].bytes());
+            if i != o && out[o].len > 0 && out[i].len > 0 && a.start < b.end && b.start < a.end {
+                return Err(PyValueError::new_err(format!(
+                    "{op}: output '{}' overlaps argument '{}'",
+                    named[o].0, named[i].0
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+use Role::{Data as D, Index as I, Stat as S};
+
+type C<T> = <T as Element>::Compute;
+
+#[pyfunction]
+fn cpu_rms_norm_fwd(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    w: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    rstd: &Bound<'_, PyAny>,
+    eps: f64,
+) -> PyResult<()> {
+    let [x, w, y, r] = typed(
+        "kernelkit::rms_norm",
+        [
+            ("x", x, D),
+            ("weight", w, D),
+            ("y", y, D),
+            ("rstd", rstd, S),
+        ],
+        2,
+    )?;
+    // SAFETY: live contiguous CPU tensors of the checked dtypes; outputs overlap nothing.
+    py.allow_threads(|| {
+        dispatch!(x.dtype, T => unsafe {
+            norms::rms_norm_fwd::<T>(x.slice(), w.slice(), y.slice_mut(), r.slice_mut::<C<T>>(), w.len, eps)
+        })
+    })
+    .map_err(op_err)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn cpu_rms_norm_bwd(
+    py: Python<'_>,
+    gy: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    w: &Bound<'_, PyAny>,
+    rstd: &Bound<'_, PyAny>,
+    gx: &Bound<'_, PyAny>,
+    gw: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let [gy, x, w, r, gx, gw] = typed(
+        "kernelkit::rms_norm_backward",
+        [
+            ("grad", gy, D),
+            ("x", x, D),
+            ("weight", w, D),
+            ("rstd", rstd, S),
+            ("grad_x", gx, D),
+            ("grad_weight", gw, D),
+        ],
+        2,
+    )?;
+    // SAFETY: as in cpu_rms_norm_fwd.
+    py.allow_threads(|| {
+        dispatch!(x.dtype, T => unsafe {
+            norms::rms_norm_bwd::<T>(gy.slice(), x.slice(), w.slice(), r.slice::<C<T>>(), gx.slice_mut(), gw.slice_mut(), w.len)
+        })
+    })
+    .map_err(op_err)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn cpu_add_rms_norm_fwd(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    residual: &Bound<'_, PyAny>,
+    w: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    new_residual: &Bound<'_, PyAny>,
+    rstd: &Bound<'_, PyAny>,
+    eps: f64,
+) -> PyResult<()> {
+    let [x, res, w, y, h, r] = typed(
+        "kernelkit::add_rms_norm",
+        [
+            ("x", x, D),
+            ("residual", residual, D),
+            ("weight", w, D),
+            ("y", y, D),
+            ("new_residual", new_residual, D),
+            ("rstd", rstd, S),
+        ],
+        3,
+    )?;
+    // SAFETY: as in cpu_rms_norm_fwd.
+    py.allow_threads(|| {
+        dispatch!(x.dtype, T => unsafe {
+            norms::add_rms_norm_fwd::<T>(x.slice(), res.slice(), w.slice(), y.slice_mut(), h.slice_mut(), r.slice_mut::<C<T>>(), w.len, eps)
+        })
+    })
+    .map_err(op_err)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn cpu_add_rms_norm_bwd(
+    py: Python<'_>,
+    gy: &Bound<'_, PyAny>,
+    g_res: &Bound<'_, PyAny>,
+    h: &Bound<'_, PyAny>,
+    w: &Bound<'_, PyAny>,
+    rstd: &Bound<'_, PyAny>,
+    gh: &Bound<'_, PyAny>,
+    gw: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let [gy, gr, h, w, r, gh, gw] = typed(
+        "kernelkit::add_rms_norm_backward",
+        [
+            ("grad", gy, D),
+            ("grad_residual", g_res, D),
+            ("new_residual", h, D),
+            ("weight", w, D),
+            ("rstd", rstd, S),
+            ("grad_x", gh, D),
+            ("grad_weight", gw, D),
+        ],
+        2,
+    )?;
+    // SAFETY: as in cpu_rms_norm_fwd.
+    py.allow_threads(|| {
+        dispatch!(h.dtype, T => unsafe {
+            norms::add_rms_norm_bwd::<T>(gy.slice(), gr.slice(), h.slice(), w.slice(), r.slice::<C<T>>(), gh.slice_mut(), gw.slice_mut(), w.len)
+        })
+    })
+    .map_err(op_err)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn cpu_layer_norm_fwd(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    w: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    mean: &Bound<'_, PyAny>,
+    rstd: &Bound<'_, PyAny>,
+    eps: f64,
+) -> PyResult<()> {
+    let [x, w, b, y, m, r] = typed(
+        "kernelkit::layer_norm",
+        [
+            ("x", x, D),
+            ("weight", w, D),
+            ("bias", b, D),
+            ("y", y, D),
+            ("mean", mean, S),
+            ("rstd", rstd, S),
+        ],
+        3,
+    )?;
+    // SAFETY: as in cpu_rms_norm_fwd.
+    py.allow_threads(|| {
+        dispatch!(x.dtype, T => unsafe {
+            norms::layer_norm_fwd::<T>(x.slice(), w.slice(), b.slice(), y.slice_mut(), m.slice_mut::<C<T>>(), r.slice_mut::<C<T>>(), w.len, eps)
+        })
+    })
+    .map_err(op_err)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn cpu_layer_norm_bwd(
+    py: Python<'_>,
+    gy: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    w: &Bound<'_, PyAny>,
+    mean: &Bound<'_, PyAny>,
+    rstd: &Bound<'_, PyAny>,
+    gx: &Bound<'_, PyAny>,
+    gw: &Bound<'_, PyAny>,
+    gb: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let [gy, x, w, m, r, gx, gw, gb] = typed(
+        "kernelkit::layer_norm_backward",
+        [
+            ("grad", gy, D),
+            ("x", x, D),
+            ("weight", w, D),
+            ("mean", mean, S),
+            ("rstd", rstd, S),
+            ("grad_x", gx, D),
+            ("grad_weight", gw, D),
+            ("grad_bias", gb, D),
+        ],
+        3,
+    )?;
+    // SAFETY: as in cpu_rms_norm_fwd.
+    py.allow_threads(|| {
+        dispatch!(x.dtype, T => unsafe {
+            norms::layer_norm_bwd::<T>(
+                gy.slice(), x.slice(), w.slice(), m.slice::<C<T>>(), r.slice::<C<T>>(),
+                gx.slice_mut(), gw.slice_mut(), gb.slice_mut(), w.len,
+            )
+        })
+    })
+    .map_err(op_err)
+}
+
+#[pyfunction]
+fn cpu_softmax_fwd(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    cols: usize,
+) -> PyResult<()> {
+    let [x, y] = typed("kernelkit::softmax", [("x", x, D), ("y", y, D)], 1)?;
+    // SAFETY: as in cpu_rms_norm_fwd.
+    py.allow_threads(|| dispatch!(x.dtype, T => unsafe { softmax::softmax_fwd::<T>(x.slice(), y.slice_mut(), cols) }))
+        .map_err(op_err)
+}
+
+#[pyfunction]
+fn cpu_softmax_bwd(
+    py: Python<'_>,
+    gy: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    gx: &Bound<'_, PyAny>,
+    cols: usize,
+) -> PyResult<()> {
+    let [gy, y, gx] = typed(
+        "kernelkit::softmax_backward",
+        [("grad", gy, D), ("y", y, D), ("grad_x", gx, D)],
+        1,
+    )?;
+    // SAFETY: as in cpu_rms_norm_fwd.
+    py.allow_threads(|| {
+        dispatch!(y.dtype, T => unsafe { softmax::softmax_bwd::<T>(gy.slice(), y.slice(), gx.slice_mut(), cols) })
+    })
+    .map_err(op_err)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn cpu_cross_entropy_fwd(
+    py: Python<'_>,
+    logits: &Bound<'_, PyAny>,
+    target: &Bound<'_, PyAny>,
+    loss: &Bound<'_, PyAny>,
+    lse: &Bound<'_, PyAny>,
+    cols: usize,
+    ignore_index: i64,
+    label_smoothing: f64,
+) -> PyResult<()> {
+    let [x, t, l, s] = typed(
+        "kernelkit::cross_entropy",
+        [
+            ("logits", logits, D),
+            ("target", target, I),
+            ("loss", loss, S),
+            ("lse", lse, S),
+        ],
+        2,
+    )?;
+    // SAFETY: as in cpu_rms_norm_fwd; targets are int64.
+    py.allow_threads(|| {
+        dispatch!(x.dtype, T => unsafe {
+            softmax::cross_entropy_fwd::<T>(x.slice(), t.slice::<i64>(), l.slice_mut::<C<T>>(), s.slice_mut::<C<T>>(), cols, ignore_index, label_smoothing)
+        })
+    })
+    .map_err(op_err)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn cpu_cross_entropy_bwd(
+    py: Python<'_>,
+    logits: &Bound<'_, PyAny>,
+    target: &Bound<'_, PyAny>,
+    lse: &Bound<'_, PyAny>,
+    row_scale: &Bound<'_, PyAny>,
+    grad: &Bound<'_, PyAny>,
+    cols: usize,
+    ignore_index: i64,
+    label_smoothing: f64,
+) -> PyResult<()> {
+    let [x, t, s, rs, g] = typed(
+        "kernelkit::cross_entropy_backward",
+        [
+            ("logits", logits, D),
+            ("target", target, I),
+            ("lse", lse, S),
+            ("row_scale", row_scale, S),
+            ("grad", grad, D),
+        ],
+        1,
+    )?;
+    // SAFETY: as in cpu_cross_entropy_fwd.
+    py.allow_threads(|| {
+        dispatch!(x.dtype, T => unsafe {
+            softmax::cross_entropy_bwd::<T>(
+                x.slice(), t.slice::<i64>(), s.slice::<C<T>>(), rs.slice::<C<T>>(), g.slice_mut(), cols, ignore_index, label_smoothing,
+            )
+        })
+    })
+    .map_err(op_err)
+}
+
+#[pyfunction]
+fn cpu_swiglu_fwd(
+    py: Python<'_>,
+    gate: &Bound<'_, PyAny>,
+    up: &Bound<'_, PyAny>,
+    out: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let [g, u, o] = typed(
+        "kernelkit::swiglu",
+        [("gate", gate, D), ("up", up, D), ("out", out, D)],
+        1,
+    )?;
+    // SAFETY: as in cpu_rms_norm_fwd.
+    py.allow_threads(|| dispatch!(g.dtype, T => unsafe { activations::swiglu_fwd::<T>(g.slice(), u.slice(), o.slice_mut()) }))
+        .map_err(op_err)
+}
+
+#[pyfunction]
+fn cpu_swiglu_bwd(
+    py: Python<'_>,
+    grad: &Bound<'_, PyAny>,
+    gate: &Bound<'_, PyAny>,
+    up: &Bound<'_, PyAny>,
+    g_gate: &Bound<'_, PyAny>,
+    g_up: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let [gr, g, u, gg, gu] = typed(
+        "kernelkit::swiglu_backward",
+        [
+            ("grad", grad, D),
+            ("gate", gate, D),
+            ("up", up, D),
+            ("grad_gate", g_gate, D),
+            ("grad_up", g_up, D),
+        ],
+        2,
+    )?;
+    // SAFETY: as in cpu_rms_norm_fwd.
+    py.allow_threads(|| {
+        dispatch!(g.dtype, T => unsafe {
+            activations::swiglu_bwd::<T>(gr.slice(), g.slice(), u.slice(), gg.slice_mut(), gu.slice_mut())
+        })
+    })
+    .map_err(op_err)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn cpu_rope(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    cos: &Bound<'_, PyAny>,
+    sin: &Bound<'_, PyAny>,
+    out: &Bound<'_, PyAny>,
+    shape: (usize, usize, usize, usize),
+    cos_batch_stride: usize,
+    backward: bool,
+) -> PyResult<()> {
+    let [x, c, s, o] = typed(
+        "kernelkit::rope",
+        [
+            ("x", x, D),
+            ("cos", cos, D),
+            ("sin", sin, D),
+            ("out", out, D),
+        ],
+        1,
+    )?;
+    let (b, h, sq, d) = shape;
+    // SAFETY: as in cpu_rms_norm_fwd; rope checks every length against the shape.
+    py.allow_threads(|| {
+        dispatch!(x.dtype, T => unsafe {
+            activations::rope::<T>(x.slice(), c.slice(), s.slice(), o.slice_mut(), b, h, sq, d, cos_batch_stride, backward)
+        })
+    })
+    .map_err(op_err)
 }

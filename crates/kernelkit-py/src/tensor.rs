@@ -12,6 +12,7 @@ pub enum DType {
     F64,
     F16,
     BF16,
+    I64,
 }
 
 impl DType {
@@ -21,6 +22,7 @@ impl DType {
             DType::F64 => "float64",
             DType::F16 => "float16",
             DType::BF16 => "bfloat16",
+            DType::I64 => "int64",
         }
     }
 }
@@ -48,6 +50,7 @@ pub fn torch(py: Python<'_>) -> Option<&Torch> {
                 ("float64", DType::F64),
                 ("float16", DType::F16),
                 ("bfloat16", DType::BF16),
+                ("int64", DType::I64),
             ]
             .into_iter()
             .filter_map(|(n, d)| Some((dt(n)?, d)))

@@ -1,0 +1,110 @@
+"""Issue 5's proof in a real model: train a small random-weight Llama twice, unpatched and with
+kernelkit.patch, from the same seed on the same data, and compare loss curves, step time and
+peak memory. Writes JSON to --out.
+
+    python3 bench/llama_train.py --out llama.json                     # one GPU
+    torchrun --nproc-per-node 2 bench/llama_train.py --out llama.json  # DDP on two GPUs
+
+Needs the CUDA kernels of the LLM ops to be registered (kernelkit.patch refuses otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+import transformers
+
+import kernelkit
+
+
+def build(seed: int, device: torch.device) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    cfg = transformers.LlamaConfig(
+        vocab_size=32000,
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=8,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        max_position_embeddings=2048,
+        attn_implementation="sdpa",
+    )
+    return transformers.LlamaForCausalLM(cfg).to(device=device, dtype=torch.bfloat16)
+
+
+def train(patched: bool, args, device, rank: int, world: int) -> dict:
+    model = build(args.seed, device)
+    report = str(kernelkit.patch(model)) if patched else "unpatched"
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.0)
+    gen = torch.Generator(device="cpu").manual_seed(args.seed + 1000 * rank)
+    losses, times = [], []
+    torch.cuda.reset_peak_memory_stats(device)
+    for _ in range(args.steps):
+        ids = torch.randint(0, 32000, (args.batch, args.seq), generator=gen).to(device)
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        loss = model(input_ids=ids, labels=ids).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+    return {
+        "patch_report": report,
+        "losses": losses,
+        "median_step_ms": statistics.median(times[5:]) * 1e3,
+        "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 1e9,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tolerance", type=float, default=0.02, help="max |loss difference| allowed per step")
+    args = ap.parse_args()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        torch.distributed.init_process_group("nccl")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(device)
+    runs = {name: train(name == "kernelkit", args, device, rank, world) for name in ("torch", "kernelkit")}
+    diffs = [abs(a - b) for a, b in zip(runs["torch"]["losses"], runs["kernelkit"]["losses"])]
+    result = {
+        "gpu": torch.cuda.get_device_name(device),
+        "world_size": world,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "kernelkit": kernelkit.__version__,
+        "args": vars(args),
+        "max_loss_difference": max(diffs),
+        "losses_agree": max(diffs) <= args.tolerance,
+        "runs": runs,
+    }
+    if rank == 0:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+        print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
+        for name, r in runs.items():
+            print(
+                f"{name}: step {r['median_step_ms']:.1f} ms, peak {r['peak_memory_gb']:.2f} GB, "
+                f"loss {r['losses'][0]:.3f} -> {r['losses'][-1]:.3f}"
+            )
+    if world > 1:
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,613 @@
+// kernelkit RMSNorm / add+RMSNorm / LayerNorm: forward, backward with per-chunk weight(/bias)-gradient
+// partials, and the deterministic reduction of those partials (kk_norm_column_sum).
+//
+// Common layout (all kernels but kk_norm_column_sum): x is [rows, cols] row-major contiguous.
+//   blockDim = (R, Y): R threads cooperate on one row, Y rows are handled side by side per block.
+//   R is a power of two <= 32 or a multiple of 32; R * Y must be a multiple of 32 (full-warp shuffles);
+//   R * Y <= the kernel's launch bound. Thread (tx, ty) owns the column packs p = tx + k*R of its row:
+//   k < NP (see kNp* below) are held in registers for the whole row ("register part", capacity NP * R packs); packs
+//   p >= NP*R ("tail", only when cols > NP * R * VEC) are streamed from global memory once per pass and
+//   re-read in later passes (L2 hits when the grid is not too large). A pack is VEC = 16/sizeof(T)
+//   elements on the 16-byte path (cols % VEC == 0 and all T pointers 16-byte aligned), 1 otherwise.
+//   Row sums: xor-shuffle within the R threads, then (R > 32) one shared-memory word per warp summed in
+//   warp order. The result is deterministic for a given blockDim (and, for the backward, rows_per_chunk).
+//   Statistics (sum of squares, mean, variance) are accumulated in A = Acc<T> (float, double for double).
+//   Every kernel is correct for any grid (grid-stride loop over row groups / chunks).
+//   rstd (and mean) outputs may be nullptr in the forward kernels (inference).
+//   Exact in-place aliasing (y == x, new_residual == x or residual, gx == gy or g_extra) is allowed.
+#include "common.cuh"
+
+namespace kk_norms {
+
+using kk::Vec;
+using kk::acc_t;
+using kk::load_vec;
+using kk::store_vec;
+using kk::to_acc;
+
+// Register packs per thread (NP), chosen for zero spills under the launch bounds (checked with
+// check_compile.py): forward float 8, double/half/bf16 4 (launch bound 512); RMS backward half/bf16 2,
+// float/double 4; LayerNorm backward half/bf16 2, float/double 4 (launch bound 512). The register part
+// of a row is NP * VEC * R elements: 32 * R for the forward in float and 16-bit types, 16 * R for the
+// backward in float and 16-bit types, 8 * R for double (scalar path: NP * R).
+template <typename T> constexpr int kNpFwd = sizeof(T) == 4 ? 8 : 4;
+template <typename T> constexpr int kNpRmsBwd = sizeof(T) == 2 ? 2 : 4;
+template <typename T> constexpr int kNpLnBwd = sizeof(T) == 2 ? 2 : 4;
+template <int NPV, int W> constexpr int kNp = NPV;  // scalar path: same pack count (hook for tuning)
+
+__device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
+__device__ __forceinline__ double k_rsqrt(double v) { return rsqrt(v); }
+
+template <int W, typename T> __device__ __forceinline__ Vec<T, W> zero_pack() {
+  Vec<T, W> z;
+#pragma unroll
+  for (int j = 0; j < W; ++j) z.v[j] = kk::from_acc<T>(acc_t<T>(0));
+  return z;
+}
+
+// v[i] <- sum of v[i] over the blockDim.x threads of this thread's row group; bitwise identical in every
+// thread of the group (xor butterfly: a+b == b+a). R > 32: contains two __syncthreads (all threads of the
+// block must call it). sm: N*32 words of shared memory.
+template <int N, typename A> __device__ __forceinline__ void row_sum(A (&v)[N], A* sm) {
+  const int R = blockDim.x;
+  const int width = R < 32 ? R : 32;
+  for (int o = width >> 1; o > 0; o >>= 1) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
+  }
+  if (R <= 32) return;
+  const int tid = threadIdx.y * R + threadIdx.x;
+  const int nw = R >> 5;
+  if ((tid & 31) == 0) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) sm[i * 32 + (tid >> 5)] = v[i];
+  }
+  __syncthreads();
+  const int w0 = threadIdx.y * nw;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    A s = sm[i * 32 + w0];
+    for (int q = 1; q < nw; ++q) s += sm[i * 32 + w0 + q];
+    v[i] = s;
+  }
+  __syncthreads();
+}
+
+template <int N, int W, typename T> struct Packs {
+  Vec<T, W> v[N];
+};
+
+// src[i] == nullptr -> zero pack. Bit i of PLAIN: coherent load (data this kernel wrote earlier).
+template <unsigned PLAIN, int N, int W, typename T>
+__device__ __forceinline__ void load_packs(Packs<N, W, T>& a, const T* const (&src)[N], long long p) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if (src[i] == nullptr) a.v[i] = zero_pack<W, T>();
+    else if ((PLAIN >> i) & 1u) a.v[i] = load_vec<W, false>(src[i] + p * W);
+    else a.v[i] = load_vec<W>(src[i] + p * W);
+  }
+}
+
+// Tail loop: packs p, p+R, ... < cv, U packs (of all N sources) loaded before they are processed.
+template <int U, unsigned PLAIN, int W, int N, typename T, typename F>
+__device__ __forceinline__ void tail_loop(const T* const (&src)[N], long long p, long long cv, long long R, F&& f) {
+  for (; p + (U - 1) * R < cv; p += U * R) {
+    Packs<N, W, T> a[U];
+#pragma unroll
+    for (int k = 0; k < U; ++k) load_packs<PLAIN>(a[k], src, p + k * R);
+#pragma unroll
+    for (int k = 0; k < U; ++k) f(p + k * R, a[k]);
+  }
+  for (; p < cv; p += R) {
+    Packs<N, W, T> a;
+    load_packs<PLAIN>(a, src, p);
+    f(p, a);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// RMSNorm forward (ADD: fused residual add). h = x (+ residual, rounded to T and stored to hout);
+// rs = rsqrt(sum(h^2)/cols + eps); y = round(h * rs * w) with the products in A.
+template <int NP, int W, bool ADD, typename T>
+__device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __restrict__ res,
+                                            const T* __restrict__ w, T* __restrict__ y, T* __restrict__ hout,
+                                            acc_t<T>* __restrict__ rstd, long long rows, long long cols, float eps) {
+  using A = acc_t<T>;
+  __shared__ A sm[32];
+  const int tx = threadIdx.x;
+  const long long R = blockDim.x;
+  const long long cv = cols / W;
+  const long long p_tail = NP * R + tx;
+  const A acols = A(cols);
+  for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
+    const long long row = rb + threadIdx.y;
+    const bool act = row < rows;
+    const long long off = act ? row * cols : 0;
+    Vec<T, W> h[NP];
+    A ss[1] = {A(0)};
+    if constexpr (ADD) {
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        const long long p = k * R + tx;
+        h[k] = zero_pack<W, T>();
+        if (act && p < cv) {
+          A a[W], b[W];
+          kk::vec_to_acc(load_vec<W>(x + off + p * W), a);
+          kk::vec_to_acc(load_vec<W>(res + off + p * W), b);
+#pragma unroll
+          for (int j = 0; j < W; ++j) a[j] += b[j];
+          h[k] = kk::acc_to_vec<T, W>(a);
+          store_vec<W>(hout + off + p * W, h[k]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        const long long p = k * R + tx;
+        h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : zero_pack<W, T>();
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < NP; ++k)
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        const A a = to_acc(h[k].v[j]);
+        ss[0] = kk::fma_acc(a, a, ss[0]);
+      }
+    if (act && p_tail < cv) {
+      if constexpr (ADD) {
+        const T* const src[2] = {x + off, res + off};
+        tail_loop<4, 0u, W>(src, p_tail, cv, R, [&](long long p, const Packs<2, W, T>& q) {
+          A a[W], b[W];
+          kk::vec_to_acc(q.v[0], a);
+          kk::vec_to_acc(q.v[1], b);
+#pragma unroll
+          for (int j = 0; j < W; ++j) a[j] += b[j];
+          const Vec<T, W> hv = kk::acc_to_vec<T, W>(a);
+          store_vec<W>(hout + off + p * W, hv);
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            const A t = to_acc(hv.v[j]);
+            ss[0] = kk::fma_acc(t, t, ss[0]);
+          }
+        });
+      } else {
+        const T* const src[1] = {x + off};
+        tail_loop<4, 0u, W>(src, p_tail, cv, R, [&](long long, const Packs<1, W, T>& q) {
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            const A t = to_acc(q.v[0].v[j]);
+            ss[0] = kk::fma_acc(t, t, ss[0]);
+          }
+        });
+      }
+    }
+    row_sum(ss, sm);
+    const A rs = k_rsqrt(ss[0] / acols + A(eps));
+    if (act && tx == 0 && rstd != nullptr) rstd[row] = rs;
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const long long p = k * R + tx;
+      if (act && p < cv) {
+        A a[W], g[W];
+        kk::vec_to_acc(h[k], a);
+        kk::vec_to_acc(load_vec<W>(w + p * W), g);
+#pragma unroll
+        for (int j = 0; j < W; ++j) a[j] = a[j] * rs * g[j];
+        store_vec<W>(y + off + p * W, kk::acc_to_vec<T, W>(a));
+      }
+    }
+    if (act && p_tail < cv) {
+      const T* const src[2] = {ADD ? (const T*)hout + off : x + off, w};
+      tail_loop<4, ADD ? 1u : 0u, W>(src, p_tail, cv, R, [&](long long p, const Packs<2, W, T>& q) {
+        A a[W], g[W];
+        kk::vec_to_acc(q.v[0], a);
+        kk::vec_to_acc(q.v[1], g);
+#pragma unroll
+        for (int j = 0; j < W; ++j) a[j] = a[j] * rs * g[j];
+        store_vec<W>(y + off + p * W, kk::acc_to_vec<T, W>(a));
+      });
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// LayerNorm forward: mu = sum(x)/cols, var = sum((x-mu)^2)/cols (exact two-pass, biased),
+// rs = rsqrt(var + eps), y = round((x - mu) * rs * w + b) in A.
+template <int NP, int W, typename T>
+__device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                                           T* __restrict__ y, acc_t<T>* __restrict__ mean,
+                                           acc_t<T>* __restrict__ rstd, long long rows, long long cols, float eps) {
+  using A = acc_t<T>;
+  __shared__ A sm[32];
+  const int tx = threadIdx.x;
+  const long long R = blockDim.x;
+  const long long cv = cols / W;
+  const long long p_tail = NP * R + tx;
+  const A acols = A(cols);
+  for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
+    const long long row = rb + threadIdx.y;
+    const bool act = row < rows;
+    const long long off = act ? row * cols : 0;
+    const bool tail = act && p_tail < cv;
+    const T* const src1[1] = {x + off};
+    Vec<T, W> h[NP];
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const long long p = k * R + tx;
+      h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : zero_pack<W, T>();
+    }
+    A s[1] = {A(0)};
+#pragma unroll
+    for (int k = 0; k < NP; ++k)
+#pragma unroll
+      for (int j = 0; j < W; ++j) s[0] += to_acc(h[k].v[j]);
+    if (tail)
+      tail_loop<2, 0u, W>(src1, p_tail, cv, R, [&](long long, const Packs<1, W, T>& q) {
+#pragma unroll
+        for (int j = 0; j < W; ++j) s[0] += to_acc(q.v[0].v[j]);
+      });
+    row_sum(s, sm);
+    const A mu = s[0] / acols;
+    s[0] = A(0);
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const long long p = k * R + tx;
+      if (p < cv) {  // zero packs beyond cv would add mu^2
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const A d = to_acc(h[k].v[j]) - mu;
+          s[0] = kk::fma_acc(d, d, s[0]);
+        }
+      }
+    }
+    if (tail)
+      tail_loop<2, 0u, W>(src1, p_tail, cv, R, [&](long long, const Packs<1, W, T>& q) {
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const A d = to_acc(q.v[0].v[j]) - mu;
+          s[0] = kk::fma_acc(d, d, s[0]);
+        }
+      });
+    row_sum(s, sm);
+    const A rs = k_rsqrt(s[0] / acols + A(eps));
+    if (act && tx == 0) {
+      if (mean != nullptr) mean[row] = mu;
+      if (rstd != nullptr) rstd[row] = rs;
+    }
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const long long p = k * R + tx;
+      if (act && p < cv) {
+        A a[W], g[W], c[W];
+        kk::vec_to_acc(h[k], a);
+        kk::vec_to_acc(load_vec<W>(w + p * W), g);
+        kk::vec_to_acc(load_vec<W>(b + p * W), c);
+#pragma unroll
+        for (int j = 0; j < W; ++j) a[j] = kk::fma_acc((a[j] - mu) * rs, g[j], c[j]);
+        store_vec<W>(y + off + p * W, kk::acc_to_vec<T, W>(a));
+      }
+    }
+    if (tail) {
+      const T* const src[3] = {x + off, w, b};
+      tail_loop<1, 0u, W>(src, p_tail, cv, R, [&](long long p, const Packs<3, W, T>& q) {
+        A a[W], g[W], c[W];
+        kk::vec_to_acc(q.v[0], a);
+        kk::vec_to_acc(q.v[1], g);
+        kk::vec_to_acc(q.v[2], c);
+#pragma unroll
+        for (int j = 0; j < W; ++j) a[j] = kk::fma_acc((a[j] - mu) * rs, g[j], c[j]);
+        store_vec<W>(y + off + p * W, kk::acc_to_vec<T, W>(a));
+      });
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Backward (LN = false: RMSNorm, true: LayerNorm), per row with xh = (x - mu) * rs (mu = 0 for RMS),
+// g = gy * w (A):
+//   RMS: gx = rs * (g - xh * sum(g*xh)/cols) (+ g_extra)
+//   LN:  gx = rs * (g - sum(g)/cols - xh * sum(g*xh)/cols)
+//   pw[chunk*cols + c] = sum over the chunk's rows of gy*xh, pb[...] = sum of gy (LN only).
+// Register-part columns accumulate pw/pb in registers (one set per row group, combined in row-group
+// order through shared memory at the end of the chunk). Tail columns accumulate directly in the chunk's
+// row of pw/pb (read-modify-write by the owning thread, rows in order; row groups serialized by barriers).
+template <int NP, int W, bool LN, typename T>
+__device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* __restrict__ x,
+                                             const T* __restrict__ w, const acc_t<T>* __restrict__ mean,
+                                             const acc_t<T>* __restrict__ rstd, const T* __restrict__ gextra,
+                                             T* __restrict__ gx, acc_t<T>* __restrict__ pw,
+                                             acc_t<T>* __restrict__ pb, long long rows, long long cols,
+                                             long long rpc) {
+  using A = acc_t<T>;
+  constexpr int NS = LN ? 2 : 1;  // row sums: LN {sum g, sum g*xh}, RMS {sum g*xh}
+  constexpr int NB = LN ? NP : 1;
+  __shared__ A sm[NS * 32];
+  __shared__ A comb[512];  // blockDim.x * blockDim.y <= 512 (launch bound)
+  const int tx = threadIdx.x, yi = threadIdx.y, Y = blockDim.y;
+  const long long R = blockDim.x;
+  const long long cv = cols / W;
+  const long long p_tail = NP * R + tx;
+  const bool has_tail = NP * R < cv;
+  const A acols = A(cols);
+  const long long nchunks = kk::div_ll(rows + rpc - 1, rpc);
+  Vec<T, W> wr[NP];  // this thread's weight packs: the same for every row
+#pragma unroll
+  for (int k = 0; k < NP; ++k) {
+    const long long p = k * R + tx;
+    wr[k] = p < cv ? load_vec<W>(w + p * W) : zero_pack<W, T>();
+  }
+  for (long long chunk = blockIdx.x; chunk < nchunks; chunk += gridDim.x) {
+    const long long r0 = chunk * rpc;
+    const long long r1 = kk::min_ll(rows, r0 + rpc);
+    A aw[NP][W], ab[NB][W];
+#pragma unroll
+    for (int k = 0; k < NP; ++k)
+#pragma unroll
+      for (int j = 0; j < W; ++j) aw[k][j] = A(0);
+#pragma unroll
+    for (int k = 0; k < NB; ++k)
+#pragma unroll
+      for (int j = 0; j < W; ++j) ab[k][j] = A(0);
+    A* const pwr = pw + chunk * cols;
+    A* const pbr = LN ? pb + chunk * cols : nullptr;
+    for (long long rb = r0; rb < r1; rb += Y) {
+      const long long row = rb + yi;
+      const bool act = row < r1;
+      const long long off = act ? row * cols : 0;
+      Vec<T, W> gv[NP], xv[NP];
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        const long long p = k * R + tx;
+        if (act && p < cv) {
+          gv[k] = load_vec<W>(gy + off + p * W);
+          xv[k] = load_vec<W>(x + off + p * W);
+        } else {
+          gv[k] = zero_pack<W, T>();
+          xv[k] = zero_pack<W, T>();
+        }
+      }
+      const A rs = act ? rstd[row] : A(0);
+      const A mu = (LN && act) ? mean[row] : A(0);
+      A s[NS];
+#pragma unroll
+      for (int i = 0; i < NS; ++i) s[i] = A(0);
+      // zero packs contribute 0: g = 0
+#pragma unroll
+      for (int k = 0; k < NP; ++k)
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const A g = to_acc(gv[k].v[j]) * to_acc(wr[k].v[j]);
+          const A xh = (to_acc(xv[k].v[j]) - mu) * rs;
+          if constexpr (LN) s[0] += g;
+          s[NS - 1] = kk::fma_acc(g, xh, s[NS - 1]);
+        }
+      if (act && has_tail) {
+        const T* const src[3] = {gy + off, x + off, w};
+        tail_loop<1, 0u, W>(src, p_tail, cv, R, [&](long long, const Packs<3, W, T>& q) {
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            const A g = to_acc(q.v[0].v[j]) * to_acc(q.v[2].v[j]);
+            const A xh = (to_acc(q.v[1].v[j]) - mu) * rs;
+            if constexpr (LN) s[0] += g;
+            s[NS - 1] = kk::fma_acc(g, xh, s[NS - 1]);
+          }
+        });
+      }
+      row_sum(s, sm);
+      const A c1 = LN ? s[0] / acols : A(0);
+      const A c2 = s[NS - 1] / acols;
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        const long long p = k * R + tx;
+        if (act && p < cv) {
+          A e[W], o[W];
+          if (gextra != nullptr) kk::vec_to_acc(load_vec<W>(gextra + off + p * W), e);
+          else {
+#pragma unroll
+            for (int j = 0; j < W; ++j) e[j] = A(0);
+          }
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            const A dy = to_acc(gv[k].v[j]);
+            const A g = dy * to_acc(wr[k].v[j]);
+            const A xh = (to_acc(xv[k].v[j]) - mu) * rs;
+            o[j] = kk::fma_acc(rs, g - c1 - xh * c2, e[j]);
+            aw[k][j] = kk::fma_acc(dy, xh, aw[k][j]);
+            if constexpr (LN) ab[k][j] += dy;
+          }
+          store_vec<W>(gx + off + p * W, kk::acc_to_vec<T, W>(o));
+        }
+      }
+      if (has_tail) {
+        const bool first = row == r0;
+        auto tail2 = [&]() {
+          const T* const src[4] = {gy + off, x + off, w, gextra != nullptr ? gextra + off : nullptr};
+          tail_loop<1, 0u, W>(src, p_tail, cv, R, [&](long long p, const Packs<4, W, T>& q) {
+            A o[W];
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+              const A dy = to_acc(q.v[0].v[j]);
+              const A g = dy * to_acc(q.v[2].v[j]);
+              const A xh = (to_acc(q.v[1].v[j]) - mu) * rs;
+              o[j] = kk::fma_acc(rs, g - c1 - xh * c2, to_acc(q.v[3].v[j]));
+              A* const qw = pwr + p * W + j;
+              *qw = first ? dy * xh : kk::fma_acc(dy, xh, *qw);
+              if constexpr (LN) {
+                A* const qb = pbr + p * W + j;
+                *qb = first ? dy : *qb + dy;
+              }
+            }
+            store_vec<W>(gx + off + p * W, kk::acc_to_vec<T, W>(o));
+          });
+        };
+        if (Y == 1) {
+          if (act) tail2();
+        } else {
+          for (int q = 0; q < Y; ++q) {  // row order within the block (partial read-modify-write)
+            if (q == yi && act) tail2();
+            __syncthreads();
+          }
+        }
+      }
+    }
+    // Register-part partials: combine the Y row groups in order, one row of pw/pb per chunk.
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const long long p = k * R + tx;
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+#pragma unroll
+        for (int t = 0; t < (LN ? 2 : 1); ++t) {
+          A v = t == 0 ? aw[k][j] : ab[LN ? k : 0][j];
+          if (Y > 1) {
+            comb[yi * R + tx] = v;
+            __syncthreads();
+            if (yi == 0)
+              for (int q = 1; q < Y; ++q) v += comb[q * R + tx];
+            __syncthreads();
+          }
+          if (yi == 0 && p < cv) (t == 0 ? pwr : pbr)[p * W + j] = v;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kk_norms
+
+// ================================================================================================
+// Entry points. VEC = 8 (half, bf16), 4 (float), 2 (double).
+
+// RMSNorm forward: y = round(x * rstd * w), rstd[r] = rsqrt(sum(x^2)/cols + eps) (A; rstd may be nullptr).
+// Launch: blockDim = (R, Y), R * Y <= 512 (launch bound), R a power of two <= 32 or a multiple of 32,
+//   R * Y % 32 == 0. NP = kNpFwd (float 8, others 4); E = NP * VEC elements per thread in registers
+//   (float/half/bf16: 32, double: 8). R = clamp(pow2ceil(ceil(cols / E)), 32, 512), e.g. bf16/f32 4096:
+//   128, 8192: 256, >= 16384: 512 (beyond 16384 columns the rest of the row is a tail, re-read from L2:
+//   at 65536 three quarters of the row are re-read). Small rows (cols < 32*E): R = pow2ceil(ceil(cols/E))
+//   (>= 1) and Y = max(1, 128 / R) rows per block.
+//   grid = min(ceil(rows / Y), 4 * occ * num_SMs) (grid-stride over row groups; occ from
+//   cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, R*Y, 0)). With a tail prefer grid = occ * num_SMs
+//   so the re-read part stays L2-resident. No dynamic shared memory.
+template <typename T>
+__global__ void __launch_bounds__(512)
+kk_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                typename kk::Acc<T>::type* __restrict__ rstd, long long rows, long long cols, float eps) {
+  if (rows <= 0 || cols <= 0) return;
+  constexpr int V = kk::kVec<T>;
+  if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(y)))
+    kk_norms::rms_fwd_run<kk_norms::kNpFwd<T>, V, false, T>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
+  else
+    kk_norms::rms_fwd_run<kk_norms::kNp<kk_norms::kNpFwd<T>, 1>, 1, false, T>(x, nullptr, w, y, nullptr, rstd, rows,
+                                                                              cols, eps);
+}
+
+// Fused residual add + RMSNorm: h = round(x + residual) -> new_residual; y = rms_norm(h) (rounded h).
+// Launch: as kk_rms_norm_fwd.
+template <typename T>
+__global__ void __launch_bounds__(512)
+kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, const T* __restrict__ w,
+                    T* __restrict__ y, T* __restrict__ new_residual, typename kk::Acc<T>::type* __restrict__ rstd,
+                    long long rows, long long cols, float eps) {
+  if (rows <= 0 || cols <= 0) return;
+  constexpr int V = kk::kVec<T>;
+  if (cols % V == 0 &&
+      kk::aligned16(kk::addr(x) | kk::addr(residual) | kk::addr(w) | kk::addr(y) | kk::addr(new_residual)))
+    kk_norms::rms_fwd_run<kk_norms::kNpFwd<T>, V, true, T>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
+  else
+    kk_norms::rms_fwd_run<kk_norms::kNp<kk_norms::kNpFwd<T>, 1>, 1, true, T>(x, residual, w, y, new_residual, rstd,
+                                                                             rows, cols, eps);
+}
+
+// LayerNorm forward: y = round((x - mean) * rstd * w + b); mean/rstd per row in A (each may be nullptr).
+// Launch: as kk_rms_norm_fwd.
+template <typename T>
+__global__ void __launch_bounds__(512)
+kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
+                  typename kk::Acc<T>::type* __restrict__ mean, typename kk::Acc<T>::type* __restrict__ rstd,
+                  long long rows, long long cols, float eps) {
+  if (rows <= 0 || cols <= 0) return;
+  constexpr int V = kk::kVec<T>;
+  if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y)))
+    kk_norms::ln_fwd_run<kk_norms::kNpFwd<T>, V, T>(x, w, b, y, mean, rstd, rows, cols, eps);
+  else
+    kk_norms::ln_fwd_run<kk_norms::kNp<kk_norms::kNpFwd<T>, 1>, 1, T>(x, w, b, y, mean, rstd, rows, cols, eps);
+}
+
+// RMSNorm backward: gx = round(rstd*(gy*w - xhat*sum(gy*w*xhat)/cols) + g_extra), xhat = x*rstd
+// (g_extra may be nullptr; for add_rms_norm it is the gradient flowing into new_residual);
+// partial[chunk*cols + c] = sum over the chunk's rows of gy*xhat (A), chunk k = rows
+// [k*rows_per_chunk, min(rows, (k+1)*rows_per_chunk)). Reduce with kk_norm_column_sum(partial, dw, nchunks, cols).
+// Launch: blockDim = (R, Y), R * Y <= 512, R a power of two <= 32 or a multiple of 32, R*Y % 32 == 0.
+//   NP = kNpRmsBwd (half/bf16 2, float/double 4): E = NP * VEC = 16 elements per thread (double 8).
+//   R = clamp(pow2ceil(ceil(cols / E)), 32, 512): bf16/f32 4096: 256, 8192: 512; small cols: Y = max(1, 128/R).
+//   Beyond E * 512 columns (8192 for bf16/f32) the rest is a tail: gy/x re-read once more (L2) and the
+//   weight partials accumulated straight into partial (read-modify-write, L2): slower.
+//   nchunks = min(ceil(rows / Y), occ * num_SMs)  (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor)
+//   rows_per_chunk = ceil(rows / nchunks) (any value >= 1 is correct; a multiple of Y wastes no lanes);
+//   nchunks = ceil(rows / rows_per_chunk); grid = nchunks (any grid is correct: grid-stride over chunks,
+//   but grid == nchunks loads w into registers only once per block).
+//   partial: nchunks * cols A values, fully written (no zero fill needed). No dynamic shared memory.
+template <typename T>
+__global__ void __launch_bounds__(512)
+kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
+                const typename kk::Acc<T>::type* __restrict__ rstd, const T* __restrict__ g_extra,
+                T* __restrict__ gx, typename kk::Acc<T>::type* __restrict__ partial, long long rows, long long cols,
+                long long rows_per_chunk) {
+  if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
+  constexpr int V = kk::kVec<T>;
+  constexpr int NP = kk_norms::kNpRmsBwd<T>;
+  if (cols % V == 0 &&
+      kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx)))
+    kk_norms::norm_bwd_run<NP, V, false, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
+                                            rows_per_chunk);
+  else
+    kk_norms::norm_bwd_run<kk_norms::kNp<NP, 1>, 1, false, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial,
+                                                                 nullptr, rows, cols, rows_per_chunk);
+}
+
+// LayerNorm backward: xhat = (x - mean)*rstd, g = gy*w:
+//   gx = round(rstd*(g - sum(g)/cols - xhat*sum(g*xhat)/cols));
+//   partial_w[chunk*cols + c] = chunk sum of gy*xhat, partial_b[...] = chunk sum of gy (A).
+// Launch: exactly as kk_rms_norm_bwd (NP = kNpLnBwd: half/bf16 2, float/double 4, E = 16 / double 8).
+template <typename T>
+__global__ void __launch_bounds__(512)
+kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
+                  const typename kk::Acc<T>::type* __restrict__ mean,
+                  const typename kk::Acc<T>::type* __restrict__ rstd, T* __restrict__ gx,
+                  typename kk::Acc<T>::type* __restrict__ partial_w, typename kk::Acc<T>::type* __restrict__ partial_b,
+                  long long rows, long long cols, long long rows_per_chunk) {
+  if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
+  constexpr int V = kk::kVec<T>;
+  constexpr int NP = kk_norms::kNpLnBwd<T>;
+  if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
+    kk_norms::norm_bwd_run<NP, V, true, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows, cols,
+                                           rows_per_chunk);
+  else
+    kk_norms::norm_bwd_run<kk_norms::kNp<NP, 1>, 1, true, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w,
+                                                                partial_b, rows, cols, rows_per_chunk);
+}
+
+// out[c] = sum_{k = 0..chunks-1} partial[k * cols + c], in chunk order, rounded once to T (chunks == 0:
+// zeros). Launch: 1-D block of any size <= 1024 (256), grid = ceil(cols / 256) (any grid is correct).
+template <typename T>
+__global__ void __launch_bounds__(1024)
+kk_norm_column_sum(const typename kk::Acc<T>::type* __restrict__ partial, T* __restrict__ out, long long chunks,
+                   long long cols) {
+  using A = typename kk::Acc<T>::type;
+  constexpr int L = 16;  // loads in flight per thread (the adds stay sequential)
+  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < cols;
+       c += (long long)gridDim.x * blockDim.x) {
+    A s = A(0);
+    for (long long k0 = 0; k0 < chunks; k0 += L) {
+      A t[L];
+#pragma unroll
+      for (int k = 0; k < L; ++k)
+        if (k0 + k < chunks) t[k] = kk::load_nc(partial + (k0 + k) * cols + c);
+#pragma unroll
+      for (int k = 0; k < L; ++k)
+        if (k0 + k < chunks) s += t[k];
+    }
+    out[c] = kk::from_acc<T>(s);
+  }
+}

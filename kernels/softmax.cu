@@ -1,0 +1,666 @@
+// kernelkit row softmax (forward, backward) and fused cross-entropy (forward: loss + logsumexp; backward:
+// gradient from the saved logsumexp, never materializing the softmax).
+//
+// Common to every kernel here:
+//   * x is row-major contiguous [rows, cols]; 64-bit indexing everywhere; rows, cols <= 0 -> nothing.
+//   * 16-byte vector path when cols % VEC == 0 and every tensor pointer is 16-byte aligned (then every row
+//     is), scalar path otherwise. VEC = 16 / sizeof(T): 8 (half, bf16), 4 (float), 2 (double).
+//     A "pack" below is VEC elements on the vector path, 1 element on the scalar path; nv = packs per row.
+//   * blockDim.x must be a multiple of 32, <= 512 (launch bounds: <= 128 registers); other block sizes trap.
+//   * Rows are handled by a "team": one warp per row for short rows (per kernel below), otherwise one block
+//     per row. Teams loop over rows grid-stride, so ANY grid is correct; recommended grids below.
+//   * Deterministic: fixed-order per-thread accumulation, xor-butterfly warp reductions (the combine
+//     functions are commutative, so all lanes hold bit-identical results), then a fixed-order pass over
+//     the per-warp partials. Results depend on blockDim (reduction tree) but not on the grid.
+//   * Math in A = kk::Acc<T> (float for 16-bit types). exp: float expf, double exp, 16-bit ex2.approx
+//     (rel. error ~2^-22, far below the output rounding).
+//   * -inf entries give 0; a row whose entries are all -inf gives NaN (as torch); NaN or +inf in a row
+//     gives a NaN row (as torch). This falls out of one rule: sums of exp(x - r) are taken relative to
+//     r = (max == -inf ? 0 : max).
+#include "common.cuh"
+
+namespace kk_sm {
+
+using kk::acc_t;
+using kk::load_vec;
+using kk::store_vec;
+using kk::to_acc;
+using kk::Vec;
+
+constexpr int kR = 4;              // softmax fwd: row packs kept in registers per thread (16 registers)
+constexpr int kRB = 2;             // softmax bwd: row packs per tensor kept in registers per thread
+template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
+constexpr int kWarpRowPacks = 256; // cross-entropy: warp-per-row when nv <= this
+
+__device__ __forceinline__ float ex2_approx(float x) {  // 2^x; -inf -> 0, NaN -> NaN
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+// exp(d) in A.
+template <typename T> __device__ __forceinline__ acc_t<T> ex(acc_t<T> d) {
+  if constexpr (kk::same_t<T, float>::value) return expf(d);
+  else if constexpr (kk::same_t<T, double>::value) return exp(d);
+  else return ex2_approx(d * 1.44269504088896340736f);
+}
+__device__ __forceinline__ float lg(float v) { return logf(v); }
+__device__ __forceinline__ double lg(double v) { return log(v); }
+__device__ __forceinline__ float amax(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double amax(double a, double b) { return fmax(a, b); }
+template <typename A> __device__ __forceinline__ A ninf() {
+  if constexpr (sizeof(A) == 8) return -__longlong_as_double(0x7ff0000000000000ll);
+  else return -__int_as_float(0x7f800000);
+}
+template <typename A> __device__ __forceinline__ A qnan() {
+  if constexpr (sizeof(A) == 8) return __longlong_as_double(0x7ff8000000000000ll);
+  else return __int_as_float(0x7fc00000);
+}
+// Reference point for sums of exp(x - r): the max, or 0 when the max is -inf (no -inf - -inf NaN).
+template <typename A> __device__ __forceinline__ A safe_ref(A m) { return m == ninf<A>() ? A(0) : m; }
+
+__device__ __forceinline__ unsigned dyn_smem_bytes() {
+  unsigned r;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+}
+
+// ---------------------------------------------------------------- reductions
+template <typename A, int N> struct Red {
+  A f[N];
+};
+
+// f[0] = max, f[1] = sum of exp(x - safe_ref(f[0])), f[2..N) plain sums. combine() is commutative.
+template <typename T, int N> struct MaxSumOp {
+  using A = acc_t<T>;
+  __device__ __forceinline__ static Red<A, N> identity() {
+    Red<A, N> r;
+    r.f[0] = ninf<A>();
+#pragma unroll
+    for (int i = 1; i < N; ++i) r.f[i] = A(0);
+    return r;
+  }
+  __device__ __forceinline__ static Red<A, N> combine(const Red<A, N>& a, const Red<A, N>& b) {
+    Red<A, N> o;
+    o.f[0] = amax(a.f[0], b.f[0]);
+    const A r = safe_ref(o.f[0]);
+    o.f[1] = a.f[1] * ex<T>(a.f[0] - r) + b.f[1] * ex<T>(b.f[0] - r);
+#pragma unroll
+    for (int i = 2; i < N; ++i) o.f[i] = a.f[i] + b.f[i];
+    return o;
+  }
+};
+template <typename T> struct SumOp {
+  using A = acc_t<T>;
+  __device__ __forceinline__ static Red<A, 1> identity() { return Red<A, 1>{{A(0)}}; }
+  __device__ __forceinline__ static Red<A, 1> combine(const Red<A, 1>& a, const Red<A, 1>& b) {
+    return Red<A, 1>{{a.f[0] + b.f[0]}};
+  }
+};
+
+template <class Op, typename A, int N> __device__ __forceinline__ Red<A, N> warp_allreduce(Red<A, N> v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    Red<A, N> w;
+#pragma unroll
+    for (int i = 0; i < N; ++i) w.f[i] = __shfl_xor_sync(0xffffffffu, v.f[i], o);
+    v = Op::combine(v, w);
+  }
+  return v;
+}
+
+// BLOCK: all threads of the block (one __syncthreads); red holds 2 * 32 * N values, used alternately by
+// parity so that one barrier per row suffices. Otherwise the calling warp only.
+template <class Op, bool BLOCK, typename A, int N>
+__device__ __forceinline__ Red<A, N> team_allreduce(Red<A, N> v, A* red, int& parity) {
+  v = warp_allreduce<Op>(v);
+  if constexpr (BLOCK) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    A* b = red + parity * 32 * N;
+    parity ^= 1;
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) b[warp * N + i] = v.f[i];
+    }
+    __syncthreads();
+    Red<A, N> w = Op::identity();
+    if (lane < nw) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) w.f[i] = b[lane * N + i];
+    }
+    v = warp_allreduce<Op>(w);
+  }
+  return v;
+}
+
+// Shared-memory pack access (cache is 16-byte aligned dynamic shared memory).
+template <int W, typename T> __device__ __forceinline__ Vec<T, W> lds(const T* p) {
+  return *reinterpret_cast<const Vec<T, W>*>(p);
+}
+template <int W, typename T> __device__ __forceinline__ void sts(T* p, const Vec<T, W>& v) {
+  *reinterpret_cast<Vec<T, W>*>(p) = v;
+}
+
+// Online (max, sum exp) update with N packs: one rescale per group, one exp per element.
+template <typename T, int W, int N>
+__device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<T>& m, acc_t<T>& s) {
+  using A = acc_t<T>;
+  A cm = m;
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    if (k < n) {
+#pragma unroll
+      for (int j = 0; j < W; ++j) cm = amax(cm, to_acc(u[k].v[j]));
+    }
+  const A r = safe_ref(cm);
+  s *= ex<T>(m - r);  // rescale from safe_ref(m) to r (m == -inf: s is 0 or NaN, factor 0)
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    if (k < n) {
+#pragma unroll
+      for (int j = 0; j < W; ++j) s += ex<T>(to_acc(u[k].v[j]) - r);
+    }
+  m = cm;
+}
+
+// ---------------------------------------------------------------- softmax forward, one row
+// Packs p = ti + k*nt (k < kR) stay in registers; packs beyond kR*nt (block teams only) are streamed:
+// pass 1 reads them (the first cache_packs of them also into shared memory), pass 2 re-reads them (shared
+// memory, else global/L2) and writes y. Each pack is read and written by the same thread only, so y == x
+// (exact in place) is safe.
+template <typename T, int W, bool BLOCK>
+__device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti, int nt, T* cache,
+                                        long long cache_packs, acc_t<T>* red, int& parity) {
+  using A = acc_t<T>;
+  Vec<T, W> v[kR];
+#pragma unroll
+  for (int k = 0; k < kR; ++k) {
+    const long long p = ti + (long long)k * nt;
+    if (p < nv) v[k] = load_vec<W>(xr + p * W);
+  }
+  A m = ninf<A>(), s = A(0);
+#pragma unroll
+  for (int k = 0; k < kR; ++k)
+    if (ti + (long long)k * nt < nv) {
+#pragma unroll
+      for (int j = 0; j < W; ++j) m = amax(m, to_acc(v[k].v[j]));
+    }
+  {
+    const A r = safe_ref(m);
+#pragma unroll
+    for (int k = 0; k < kR; ++k)
+      if (ti + (long long)k * nt < nv) {
+#pragma unroll
+        for (int j = 0; j < W; ++j) s += ex<T>(to_acc(v[k].v[j]) - r);
+      }
+  }
+  const long long base = (long long)kR * nt;  // first streamed pack
+  const long long nq = nv - base;             // streamed packs (> 0 only for block teams)
+  if constexpr (BLOCK) {
+    if (nq > 0) {
+      const T* xs = xr + base * W;
+      long long q = ti;
+#pragma unroll 1
+      for (; q + (kU<T> - 1) * (long long)nt < nq; q += (long long)kU<T> * nt) {
+        Vec<T, W> u[kU<T>];
+#pragma unroll
+        for (int k = 0; k < kU<T>; ++k) u[k] = load_vec<W>(xs + (q + k * nt) * W);
+#pragma unroll
+        for (int k = 0; k < kU<T>; ++k)
+          if (q + k * nt < cache_packs) sts<W>(cache + (q + k * nt) * W, u[k]);
+        ms_update<T, W, kU<T>>(u, kU<T>, m, s);
+      }
+#pragma unroll
+      for (int k = 0; k < kU<T> - 1; ++k) {  // fixed-count tail: no 64-bit trip-count division
+        const long long qq = q + k * nt;
+        if (qq < nq) {
+          Vec<T, W> u[1];
+          u[0] = load_vec<W>(xs + qq * W);
+          if (qq < cache_packs) sts<W>(cache + qq * W, u[0]);
+          ms_update<T, W, 1>(u, 1, m, s);
+        }
+      }
+    }
+  }
+  Red<A, 2> st;
+  st.f[0] = m;
+  st.f[1] = s;
+  st = team_allreduce<MaxSumOp<T, 2>, BLOCK>(st, red, parity);
+  const A r = safe_ref(st.f[0]);
+  const A inv = A(1) / st.f[1];  // all -inf row: 1/0 = inf, times exp(-inf) = 0 -> NaN
+#pragma unroll
+  for (int k = 0; k < kR; ++k) {
+    const long long p = ti + (long long)k * nt;
+    if (p < nv) {
+      A o[W];
+#pragma unroll
+      for (int j = 0; j < W; ++j) o[j] = ex<T>(to_acc(v[k].v[j]) - r) * inv;
+      store_vec<W>(yr + p * W, kk::acc_to_vec<T, W>(o));
+    }
+  }
+  if constexpr (BLOCK) {
+    if (nq > 0) {
+      const T* xs = xr + base * W;
+      T* ys = yr + base * W;
+      long long q = ti;
+#pragma unroll 1
+      for (; q < nq; q += (long long)kU<T> * nt) {
+        Vec<T, W> u[kU<T>];
+#pragma unroll
+        for (int k = 0; k < kU<T>; ++k) {
+          const long long qq = q + k * nt;
+          if (qq < cache_packs) u[k] = lds<W>(cache + qq * W);
+          else if (qq < nq) u[k] = load_vec<W>(xs + qq * W);
+        }
+#pragma unroll
+        for (int k = 0; k < kU<T>; ++k) {
+          const long long qq = q + k * nt;
+          if (qq < nq) {
+            A o[W];
+#pragma unroll
+            for (int j = 0; j < W; ++j) o[j] = ex<T>(to_acc(u[k].v[j]) - r) * inv;
+            store_vec<W>(ys + qq * W, kk::acc_to_vec<T, W>(o));
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int W>
+__device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
+  extern __shared__ uint4 kk_sm_dyn[];
+  const long long nv = cols / W;
+  int parity = 0;
+  if (nv <= kR * 32) {  // warp team: the whole row fits in the warp's registers (no streaming)
+    const long long nw = blockDim.x >> 5;
+    const int lane = threadIdx.x & 31;
+#pragma unroll 1
+    for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
+      fwd_row<T, W, false>(x + row * cols, y + row * cols, nv, lane, 32, nullptr, 0, red, parity);
+  } else {
+    T* cache = reinterpret_cast<T*>(kk_sm_dyn);
+    const long long cache_packs = dyn_smem_bytes() / (W * sizeof(T));
+#pragma unroll 1
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x)
+      fwd_row<T, W, true>(x + row * cols, y + row * cols, nv, threadIdx.x, blockDim.x, cache, cache_packs, red,
+                          parity);
+  }
+}
+
+// ---------------------------------------------------------------- softmax backward, one row
+// gx = y * (gy - dot), dot = sum(gy * y) in A. Same register / stream / shared-cache scheme as forward
+// with kRB packs of each tensor in registers; the cache holds (gy, y) pack pairs. gx may alias gy or y
+// exactly (each pack is read and written by the same thread).
+template <typename T, int W>
+__device__ __forceinline__ void dot_update(const Vec<T, W>& g, const Vec<T, W>& yv, acc_t<T>& d) {
+#pragma unroll
+  for (int j = 0; j < W; ++j) d = kk::fma_acc(to_acc(g.v[j]), to_acc(yv.v[j]), d);
+}
+template <typename T, int W>
+__device__ __forceinline__ Vec<T, W> bwd_out(const Vec<T, W>& g, const Vec<T, W>& yv, acc_t<T> dot) {
+  acc_t<T> o[W];
+#pragma unroll
+  for (int j = 0; j < W; ++j) o[j] = to_acc(yv.v[j]) * (to_acc(g.v[j]) - dot);
+  return kk::acc_to_vec<T, W>(o);
+}
+
+template <typename T, int W, bool BLOCK>
+__device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long long nv, int ti, int nt, T* cache,
+                                        long long cache_packs, acc_t<T>* red, int& parity) {
+  using A = acc_t<T>;
+  Vec<T, W> vg[kRB], vy[kRB];
+#pragma unroll
+  for (int k = 0; k < kRB; ++k) {
+    const long long p = ti + (long long)k * nt;
+    if (p < nv) {
+      vg[k] = load_vec<W>(gr + p * W);
+      vy[k] = load_vec<W>(yr + p * W);
+    }
+  }
+  A d = A(0);
+#pragma unroll
+  for (int k = 0; k < kRB; ++k)
+    if (ti + (long long)k * nt < nv) dot_update<T, W>(vg[k], vy[k], d);
+  const long long base = (long long)kRB * nt;
+  const long long nq = nv - base;
+  if constexpr (BLOCK) {
+    if (nq > 0) {
+      const T* gs = gr + base * W;
+      const T* ys = yr + base * W;
+      long long q = ti;
+#pragma unroll 1
+      for (; q + (kU<T> - 1) * (long long)nt < nq; q += (long long)kU<T> * nt) {
+        Vec<T, W> ug[kU<T>], uy[kU<T>];
+#pragma unroll
+        for (int k = 0; k < kU<T>; ++k) {
+          ug[k] = load_vec<W>(gs + (q + k * nt) * W);
+          uy[k] = load_vec<W>(ys + (q + k * nt) * W);
+        }
+#pragma unroll
+        for (int k = 0; k < kU<T>; ++k) {
+          const long long qq = q + k * nt;
+          if (qq < cache_packs) {
+            sts<W>(cache + 2 * qq * W, ug[k]);
+            sts<W>(cache + (2 * qq + 1) * W, uy[k]);
+          }
+          dot_update<T, W>(ug[k], uy[k], d);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kU<T> - 1; ++k) {
+        const long long qq = q + k * nt;
+        if (qq < nq) {
+          const Vec<T, W> g1 = load_vec<W>(gs + qq * W), y1 = load_vec<W>(ys + qq * W);
+          if (qq < cache_packs) {
+            sts<W>(cache + 2 * qq * W, g1);
+            sts<W>(cache + (2 * qq + 1) * W, y1);
+          }
+          dot_update<T, W>(g1, y1, d);
+        }
+      }
+    }
+  }
+  Red<A, 1> st;
+  st.f[0] = d;
+  const A dot = team_allreduce<SumOp<T>, BLOCK>(st, red, parity).f[0];
+#pragma unroll
+  for (int k = 0; k < kRB; ++k) {
+    const long long p = ti + (long long)k * nt;
+    if (p < nv) store_vec<W>(gxr + p * W, bwd_out<T, W>(vg[k], vy[k], dot));
+  }
+  if constexpr (BLOCK) {
+    if (nq > 0) {
+      const T* gs = gr + base * W;
+      const T* ys = yr + base * W;
+      T* gxs = gxr + base * W;
+      long long q = ti;
+#pragma unroll 1
+      for (; q < nq; q += (long long)kU<T> * nt) {
+        Vec<T, W> ug[kU<T>], uy[kU<T>];
+#pragma unroll
+        for (int k = 0; k < kU<T>; ++k) {
+          const long long qq = q + k * nt;
+          if (qq < cache_packs) {
+            ug[k] = lds<W>(cache + 2 * qq * W);
+            uy[k] = lds<W>(cache + (2 * qq + 1) * W);
+          } else if (qq < nq) {
+            ug[k] = load_vec<W>(gs + qq * W);
+            uy[k] = load_vec<W>(ys + qq * W);
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < kU<T>; ++k) {
+          const long long qq = q + k * nt;
+          if (qq < nq) store_vec<W>(gxs + qq * W, bwd_out<T, W>(ug[k], uy[k], dot));
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int W>
+__device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, long long rows, long long cols,
+                                                acc_t<T>* red) {
+  extern __shared__ uint4 kk_sm_dyn[];
+  const long long nv = cols / W;
+  int parity = 0;
+  if (nv <= kRB * 32) {  // warp team: the whole row fits in the warp's registers (no streaming)
+    const long long nw = blockDim.x >> 5;
+    const int lane = threadIdx.x & 31;
+#pragma unroll 1
+    for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw) {
+      const long long o = row * cols;
+      bwd_row<T, W, false>(gy + o, y + o, gx + o, nv, lane, 32, nullptr, 0, red, parity);
+    }
+  } else {
+    T* cache = reinterpret_cast<T*>(kk_sm_dyn);
+    const long long cache_packs = dyn_smem_bytes() / (2 * W * sizeof(T));
+#pragma unroll 1
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+      const long long o = row * cols;
+      bwd_row<T, W, true>(gy + o, y + o, gx + o, nv, threadIdx.x, blockDim.x, cache, cache_packs, red, parity);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- cross-entropy forward, one row
+// Single streaming pass: (max, sum exp, sum x); then the team's thread 0 reads x[target] and writes.
+template <typename T, int W, bool BLOCK>
+__device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long nv, long long cols, int ti, int nt,
+                                           const long long* target, acc_t<T>* loss, acc_t<T>* lse,
+                                           long long ignore_index, float label_smoothing, acc_t<T>* red,
+                                           int& parity) {
+  using A = acc_t<T>;
+  A m = ninf<A>(), s = A(0), sx = A(0);
+  long long q = ti;
+#pragma unroll 1
+  for (; q + (kU<T> - 1) * (long long)nt < nv; q += (long long)kU<T> * nt) {
+    Vec<T, W> u[kU<T>];
+#pragma unroll
+    for (int k = 0; k < kU<T>; ++k) u[k] = load_vec<W>(xr + (q + k * nt) * W);
+    ms_update<T, W, kU<T>>(u, kU<T>, m, s);
+#pragma unroll
+    for (int k = 0; k < kU<T>; ++k)
+#pragma unroll
+      for (int j = 0; j < W; ++j) sx += to_acc(u[k].v[j]);
+  }
+#pragma unroll
+  for (int k = 0; k < kU<T> - 1; ++k) {
+    const long long qq = q + k * nt;
+    if (qq < nv) {
+      Vec<T, W> u[1];
+      u[0] = load_vec<W>(xr + qq * W);
+      ms_update<T, W, 1>(u, 1, m, s);
+#pragma unroll
+      for (int j = 0; j < W; ++j) sx += to_acc(u[0].v[j]);
+    }
+  }
+  Red<A, 3> st;
+  st.f[0] = m;
+  st.f[1] = s;
+  st.f[2] = sx;
+  st = team_allreduce<MaxSumOp<T, 3>, BLOCK>(st, red, parity);
+  if (ti == 0) {
+    const A l = safe_ref(st.f[0]) + lg(st.f[1]);  // all -inf: 0 + log(0) = -inf
+    lse[row] = l;
+    const long long t = target[row];
+    A out;
+    if (t == ignore_index) {
+      out = A(0);
+    } else if (t < 0 || t >= cols) {
+      out = qnan<A>();
+    } else {
+      const A xt = to_acc(xr[t]);
+      const A ls = (A)label_smoothing;
+      out = l - xt;
+      if (label_smoothing != 0.0f) out = (A(1) - ls) * out + ls * (l - st.f[2] / (A)cols);
+    }
+    loss[row] = out;
+  }
+}
+
+template <typename T, int W>
+__device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, acc_t<T>* loss, acc_t<T>* lse,
+                                           long long rows, long long cols, long long ignore_index, float ls,
+                                           acc_t<T>* red) {
+  const long long nv = cols / W;
+  int parity = 0;
+  if (nv <= kWarpRowPacks) {
+    const long long nw = blockDim.x >> 5;
+    const int lane = threadIdx.x & 31;
+#pragma unroll 1
+    for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
+      ce_fwd_row<T, W, false>(x + row * cols, row, nv, cols, lane, 32, target, loss, lse, ignore_index, ls, red,
+                              parity);
+  } else {
+#pragma unroll 1
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x)
+      ce_fwd_row<T, W, true>(x + row * cols, row, nv, cols, threadIdx.x, blockDim.x, target, loss, lse,
+                             ignore_index, ls, red, parity);
+  }
+}
+
+// ---------------------------------------------------------------- cross-entropy backward, one row
+// grad = scale * (exp(x - lse) - ls/cols - (c == t ? 1 - ls : 0)); ignored rows: 0 (logits not read).
+// Each pack is read once by the thread that then writes it: grad == logits is safe.
+template <typename T, int W>
+__device__ __forceinline__ Vec<T, W> ce_bwd_pack(const Vec<T, W>& u, long long c0, long long t, acc_t<T> l,
+                                                 acc_t<T> sc, acc_t<T> smooth, acc_t<T> hit) {
+  using A = acc_t<T>;
+  const long long dt = t - c0;
+  const int jt = (dt >= 0 && dt < W) ? (int)dt : -1;
+  A o[W];
+#pragma unroll
+  for (int j = 0; j < W; ++j) o[j] = sc * (ex<T>(to_acc(u.v[j]) - l) - (j == jt ? hit : smooth));
+  return kk::acc_to_vec<T, W>(o);
+}
+
+template <typename T, int W>
+__device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int ti, int nt, long long t,
+                                           acc_t<T> l, acc_t<T> sc, acc_t<T> smooth, acc_t<T> hit, bool ignored) {
+  using A = acc_t<T>;
+  if (ignored) {
+    A z[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) z[j] = A(0);
+    const Vec<T, W> zv = kk::acc_to_vec<T, W>(z);
+#pragma unroll 1
+    for (long long q = ti; q < nv; q += nt) store_vec<W>(gr + q * W, zv);
+    return;
+  }
+  long long q = ti;
+#pragma unroll 1
+  for (; q + (kU<T> - 1) * (long long)nt < nv; q += (long long)kU<T> * nt) {
+    Vec<T, W> u[kU<T>];
+#pragma unroll
+    for (int k = 0; k < kU<T>; ++k) u[k] = load_vec<W>(xr + (q + k * nt) * W);
+#pragma unroll
+    for (int k = 0; k < kU<T>; ++k)
+      store_vec<W>(gr + (q + k * nt) * W, ce_bwd_pack<T, W>(u[k], (q + k * nt) * W, t, l, sc, smooth, hit));
+  }
+#pragma unroll
+  for (int k = 0; k < kU<T> - 1; ++k) {
+    const long long qq = q + k * nt;
+    if (qq < nv) store_vec<W>(gr + qq * W, ce_bwd_pack<T, W>(load_vec<W>(xr + qq * W), qq * W, t, l, sc, smooth, hit));
+  }
+}
+
+template <typename T, int W>
+__device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, const acc_t<T>* lse,
+                                           const acc_t<T>* row_scale, long long scale_stride, T* grad, long long rows,
+                                           long long cols, long long ignore_index, float label_smoothing) {
+  using A = acc_t<T>;
+  const long long nv = cols / W;
+  const A ls = (A)label_smoothing;
+  const A smooth = ls / (A)cols;
+  const A hit = (A(1) - ls) + smooth;
+  const bool warp_team = nv <= kWarpRowPacks;
+  const long long nw = warp_team ? (long long)(blockDim.x >> 5) : 1;
+  const int ti = warp_team ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
+  const int nt = warp_team ? 32 : (int)blockDim.x;
+  const long long first = blockIdx.x * nw + (warp_team ? (long long)(threadIdx.x >> 5) : 0);
+#pragma unroll 1
+  for (long long row = first; row < rows; row += (long long)gridDim.x * nw) {
+    const long long t = target[row];
+    const bool ignored = t == ignore_index;
+    const A l = ignored ? A(0) : lse[row];
+    const A sc = ignored ? A(0) : row_scale[row * scale_stride];
+    ce_bwd_row<T, W>(x + row * cols, grad + row * cols, nv, ti, nt, t, l, sc, smooth, hit, ignored);
+  }
+}
+
+__device__ __forceinline__ void check_block() {
+  if (blockDim.x & 31u) __trap();  // teams are whole warps
+}
+
+}  // namespace kk_sm
+
+// ================================================================= kernels
+// kk_softmax_fwd: y[r, :] = softmax(x[r, :]). y may be x (exact in place).
+// Launch: block B (multiple of 32, <= 512), 1-D grid of any size; dynamic shared memory optional.
+//   nv = cols / VEC on the vector path (cols % VEC == 0, x, y 16-byte aligned), else cols.
+//   nv <= 128 (32 * kR): warp per row (row in registers): B = 256, grid = min(ceil(rows / 8), occ * SMs).
+//   else: block per row, B = clamp(roundup(ceil(nv / 4), 32), 128, 512); up to kR = 4 packs per thread
+//         stay in registers (nv <= 4 * B), grid = min(rows, occ * SMs).
+//         Packs beyond 4 * B are streamed twice; give dynamic shared memory
+//         S = min(max_optin_smem - 1 KB, (nv - 4 * B) * VEC * sizeof(T)) and the first S bytes of them are
+//         re-read from shared memory instead of L2/DRAM (bf16 65536 cols at B = 512: 96 KB; fp32 65536:
+//         224 KB needed, ~padded by L2 re-reads beyond max_optin). Needs MAX_DYNAMIC_SHARED_SIZE attribute.
+//   occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, B, S).
+template <typename T>
+__global__ void __launch_bounds__(512) kk_softmax_fwd(const T* x, T* y, long long rows, long long cols) {
+  using A = typename kk::Acc<T>::type;
+  __shared__ A red[2 * 32 * 2];
+  if (rows <= 0 || cols <= 0) return;
+  kk_sm::check_block();
+  constexpr int V = kk::kVec<T>;
+  if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(y)))
+    kk_sm::softmax_fwd_run<T, V>(x, y, rows, cols, red);
+  else
+    kk_sm::softmax_fwd_run<T, 1>(x, y, rows, cols, red);
+}
+
+// kk_softmax_bwd: gx = y * (gy - sum(gy * y)) per row. gx may be gy or y (exact in place).
+// Launch: as kk_softmax_fwd, with kRB = 2 register packs per tensor per thread:
+//   nv <= 64: warp per row (kRB * 32), B = 256, grid = min(ceil(rows / 8), occ * SMs).
+//   else:      block per row, B = clamp(roundup(ceil(nv / 4), 32), 128, 512); packs beyond 4 * B stream;
+//              dynamic shared memory S = min(max_optin_smem - 1 KB, (nv - 4 * B) * 32 bytes) caches them.
+template <typename T>
+__global__ void __launch_bounds__(512) kk_softmax_bwd(const T* gy, const T* y, T* gx, long long rows,
+                                                       long long cols) {
+  using A = typename kk::Acc<T>::type;
+  __shared__ A red[2 * 32 * 1];
+  if (rows <= 0 || cols <= 0) return;
+  kk_sm::check_block();
+  constexpr int V = kk::kVec<T>;
+  if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(y) | kk::addr(gx)))
+    kk_sm::softmax_bwd_run<T, V>(gy, y, gx, rows, cols, red);
+  else
+    kk_sm::softmax_bwd_run<T, 1>(gy, y, gx, rows, cols, red);
+}
+
+// kk_cross_entropy_fwd: lse[r] = logsumexp(logits[r, :]) (A), loss[r] as documented in the header
+// (0 for ignore_index, NaN for any other target outside [0, cols)). Single read of the logits.
+// Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
+//   nv <= 256: warp per row, B = 256, grid = min(ceil(rows / 8), occ * SMs)
+//   else:      block per row, B = 512, grid = min(rows, occ * SMs)
+template <typename T>
+__global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long long* target,
+                                                             typename kk::Acc<T>::type* loss,
+                                                             typename kk::Acc<T>::type* lse, long long rows,
+                                                             long long cols, long long ignore_index,
+                                                             float label_smoothing) {
+  using A = typename kk::Acc<T>::type;
+  __shared__ A red[2 * 32 * 3];
+  if (rows <= 0 || cols <= 0) return;
+  kk_sm::check_block();
+  constexpr int V = kk::kVec<T>;
+  if (cols % V == 0 && kk::aligned16(kk::addr(logits)))
+    kk_sm::ce_fwd_run<T, V>(logits, target, loss, lse, rows, cols, ignore_index, label_smoothing, red);
+  else
+    kk_sm::ce_fwd_run<T, 1>(logits, target, loss, lse, rows, cols, ignore_index, label_smoothing, red);
+}
+
+// kk_cross_entropy_bwd: grad[r, c] = row_scale[r * scale_stride] * (exp(x - lse[r]) - ((1-ls)*[c == t] +
+// ls/cols)); rows with target == ignore_index get 0. grad may be logits (exact in place).
+// Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
+//   nv <= 256: warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
+//   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
+template <typename T>
+__global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long long* target,
+                                                             const typename kk::Acc<T>::type* lse,
+                                                             const typename kk::Acc<T>::type* row_scale,
+                                                             long long scale_stride, T* grad, long long rows,
+                                                             long long cols, long long ignore_index,
+                                                             float label_smoothing) {
+  if (rows <= 0 || cols <= 0) return;
+  kk_sm::check_block();
+  constexpr int V = kk::kVec<T>;
+  if (cols % V == 0 && kk::aligned16(kk::addr(logits) | kk::addr(grad)))
+    kk_sm::ce_bwd_run<T, V>(logits, target, lse, row_scale, scale_stride, grad, rows, cols, ignore_index,
+                            label_smoothing);
+  else
+    kk_sm::ce_bwd_run<T, 1>(logits, target, lse, row_scale, scale_stride, grad, rows, cols, ignore_index,
+                            label_smoothing);
+}

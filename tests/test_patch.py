@@ -1,0 +1,87 @@
+"""kernelkit.patch on a small random-weight Llama from transformers (CPU)."""
+
+import copy
+
+import pytest
+import torch
+
+import kernelkit
+
+transformers = pytest.importorskip("transformers")
+
+
+def tiny_llama():
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        attn_implementation="eager",
+    )
+    return transformers.LlamaForCausalLM(cfg).float()
+
+
+def test_patch_reports_and_matches_the_unpatched_model():
+    base = tiny_llama()
+    patched = copy.deepcopy(base)
+    report = kernelkit.patch(patched)
+    assert report.replaced["RMSNorm -> kernelkit.ops.rms_norm"] == 5
+    assert report.replaced["MLP -> kernelkit.ops.swiglu"] == 2
+    assert report.replaced["causal-LM loss -> kernelkit.ops.cross_entropy"] == 1
+    assert any("apply_rotary_pos_emb" in k for k in report.replaced)
+    assert "kernelkit.patch replaced" in str(report)
+
+    ids = torch.randint(0, 128, (2, 24))
+    labels = ids.clone()
+    labels[:, :3] = -100
+    out_b = base(input_ids=ids, labels=labels)
+    out_p = patched(input_ids=ids, labels=labels)
+    torch.testing.assert_close(out_p.logits, out_b.logits, atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(out_p.loss, out_b.loss, atol=2e-5, rtol=2e-5)
+    out_b.loss.backward()
+    out_p.loss.backward()
+    for (n, pb), (_, pp) in zip(base.named_parameters(), patched.named_parameters()):
+        torch.testing.assert_close(pp.grad, pb.grad, atol=5e-5, rtol=5e-4, msg=n)
+
+
+def test_training_losses_agree_over_steps():
+    base = tiny_llama()
+    patched = copy.deepcopy(base)
+    kernelkit.patch(patched)
+    losses = {}
+    for tag, model in (("base", base), ("patched", patched)):
+        torch.manual_seed(1)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        curve = []
+        for _ in range(5):
+            ids = torch.randint(0, 128, (4, 16))
+            loss = model(input_ids=ids, labels=ids).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            curve.append(loss.item())
+        losses[tag] = curve
+    assert max(abs(a - b) for a, b in zip(losses["base"], losses["patched"])) < 1e-4, losses
+
+
+def test_patch_leaves_unknown_modules_alone_and_unpatches():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU())
+    report = kernelkit.patch(model)
+    assert report.replaced == {}
+    assert any("loss not replaced" in why for why in report.left_alone)
+    llama = tiny_llama()
+    kernelkit.patch(llama)
+    from kernelkit.patching import unpatch
+
+    unpatch(llama)
+    assert all("forward" not in m.__dict__ for m in llama.modules())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="checks the refusal for CUDA models")
+def test_patch_refuses_a_cuda_model_without_cuda_kernels():
+    with pytest.raises(NotImplementedError, match="have no cuda kernels"):
+        kernelkit.patch(tiny_llama().cuda())
