@@ -4,6 +4,7 @@ Compiles every instantiation for sm_90 and sm_80 with `--ptxas-options=-v` and p
 stack frame and spills per kernel; exits non-zero on a compile error, a spill or a stack frame.
 Usage: python kernels/check_compile.py [--arch sm_90 ...] [--cubin-dir DIR]
 """
+
 import argparse
 import ctypes
 import os
@@ -16,22 +17,49 @@ TYPES = ["float", "double", "__half", "__nv_bfloat16"]
 
 def _cu13():
     import nvidia.cu13 as m  # wheel nvidia-*-cu13
+
     return list(m.__path__)[0]
 
 
 def instantiations():
-    ew = ["kk_add", "kk_mul", "kk_muladd", "kk_scale_",
-          "kk_add_strided", "kk_mul_strided", "kk_muladd_strided", "kk_scale_strided_"]
+    ew = [
+        "kk_add",
+        "kk_mul",
+        "kk_muladd",
+        "kk_scale_",
+        "kk_add_strided",
+        "kk_mul_strided",
+        "kk_muladd_strided",
+        "kk_scale_strided_",
+    ]
     gelu = [f"{k}<{t}, {a}>" for k in ("kk_bias_gelu_fwd", "kk_bias_gelu_bwd") for t in TYPES for a in (0, 1)]
     gelu += [f"kk_column_sum<{t}>" for t in TYPES]
-    norms = [f"{k}<{t}>" for k in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd",
-                                   "kk_rms_norm_bwd", "kk_layer_norm_bwd", "kk_norm_column_sum") for t in TYPES]
-    sm = [f"{k}<{t}>" for k in ("kk_softmax_fwd", "kk_softmax_bwd", "kk_cross_entropy_fwd", "kk_cross_entropy_bwd")
-          for t in TYPES]
+    norms = [
+        f"{k}<{t}>"
+        for k in (
+            "kk_rms_norm_fwd",
+            "kk_add_rms_norm_fwd",
+            "kk_layer_norm_fwd",
+            "kk_rms_norm_bwd",
+            "kk_layer_norm_bwd",
+            "kk_column_sum",
+        )
+        for t in TYPES
+    ]
+    sm = [
+        f"{k}<{t}>"
+        for k in ("kk_softmax_fwd", "kk_softmax_bwd", "kk_cross_entropy_fwd", "kk_cross_entropy_bwd")
+        for t in TYPES
+    ]
     act = [f"{k}<{t}>" for k in ("kk_swiglu_fwd", "kk_swiglu_bwd") for t in TYPES]
     act += [f"kk_rope<{t}, {b}>" for t in TYPES for b in (0, 1)]
-    return {"elementwise.cu": [f"{k}<{t}>" for k in ew for t in TYPES], "gelu.cu": gelu, "norms.cu": norms,
-            "softmax.cu": sm, "activations.cu": act}
+    return {
+        "elementwise.cu": [f"{k}<{t}>" for k in ew for t in TYPES],
+        "gelu.cu": gelu,
+        "norms.cu": norms,
+        "softmax.cu": sm,
+        "activations.cu": act,
+    }
 
 
 def compile_one(lib, inc, src_name, names, arch, cubin_dir):
@@ -71,7 +99,9 @@ def compile_one(lib, inc, src_name, names, arch, cubin_dir):
         if m := re.search(r"Compiling entry function '(\w+)'", line):
             cur = lowered.get(m.group(1), m.group(1))
             info[cur] = {}
-        elif cur and (m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)):
+        elif cur and (
+            m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        ):
             info[cur]["stack"], info[cur]["spill_st"], info[cur]["spill_ld"] = map(int, m.groups())
         elif cur and (m := re.search(r"Used (\d+) registers", line)):
             info[cur]["regs"] = int(m.group(1))
@@ -88,8 +118,10 @@ def compile_one(lib, inc, src_name, names, arch, cubin_dir):
         # resident 256-thread blocks per SM from registers alone (64K regs, 8-register granularity,
         # 2048 threads); shared memory (<= 8 KB per block here) does not bind
         occ = min(8, 65536 // (max(8, -(-regs // 8) * 8) * 256))
-        print(f"  {n:45s} regs {regs:>3}  occ@256 {occ}  stack {i.get('stack', 0)}  "
-              f"spill {i.get('spill_st', 0)}/{i.get('spill_ld', 0)}{'  <-- BAD' if bad else ''}")
+        print(
+            f"  {n:45s} regs {regs:>3}  occ@256 {occ}  stack {i.get('stack', 0)}  "
+            f"spill {i.get('spill_st', 0)}/{i.get('spill_ld', 0)}{'  <-- BAD' if bad else ''}"
+        )
     warn = [l for l in log.splitlines() if "warning" in l.lower()]
     for l in warn:
         print("  " + l)

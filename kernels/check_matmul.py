@@ -14,6 +14,7 @@ compares against a float64 reference for many shapes, alignments and all four
 types, under AddressSanitizer so any out-of-bounds global/shared access aborts.
 It checks indexing and synchronisation logic, not GPU performance.
 """
+
 import ctypes
 import os
 import re
@@ -45,8 +46,7 @@ def nvrtc_compile(arch):
     ok(lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"matmul.cu", 0, None, None), "create")
     for n in NAMES:
         ok(lib.nvrtcAddNameExpression(prog, n.encode()), "name " + n)
-    opts = [b"-std=c++17", f"--gpu-architecture={arch}".encode(), b"-I" + INC.encode(),
-            b"--ptxas-options=-v"]
+    opts = [b"-std=c++17", f"--gpu-architecture={arch}".encode(), b"-I" + INC.encode(), b"--ptxas-options=-v"]
     arr = (ctypes.c_char_p * len(opts))(*opts)
     rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
     size = ctypes.c_size_t()
@@ -82,8 +82,7 @@ def report(arch):
         s = smem.group(1) if smem else "0"
         f = frame.groups() if frame else ("?", "?", "?")
         lm = lmem.group(1) if lmem else "0"
-        print(f"  {n:28s} {low:40s} regs={r:>3s} smem={s:>6s}B stack={f[0]} "
-              f"spill_st={f[1]} spill_ld={f[2]} lmem={lm}")
+        print(f"  {n:28s} {low:40s} regs={r:>3s} smem={s:>6s}B stack={f[0]} spill_st={f[1]} spill_ld={f[2]} lmem={lm}")
         if not regs or not frame or any(x != "0" for x in f) or lm != "0":
             bad = True
     warn = [l for l in log.splitlines() if "warning" in l.lower()]
@@ -238,13 +237,35 @@ int main(int argc, char** argv) {
 
 def emulate():
     with tempfile.TemporaryDirectory() as d:
-        for name, txt in [("cuda_fp16.h", SHIM_FP16), ("cuda_bf16.h", SHIM_BF16),
-                          ("cuda_shim.h", SHIM_CUDA), ("harness.cpp", HARNESS)]:
+        for name, txt in [
+            ("cuda_fp16.h", SHIM_FP16),
+            ("cuda_bf16.h", SHIM_BF16),
+            ("cuda_shim.h", SHIM_CUDA),
+            ("harness.cpp", HARNESS),
+        ]:
             open(os.path.join(d, name), "w").write(txt)
         exe = os.path.join(d, "emu")
-        cmd = ["g++", "-std=c++17", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-               "-Wno-unknown-pragmas", "-x", "c++", "-include", os.path.join(d, "cuda_shim.h"),
-               "-I", d, "-I", HERE, os.path.join(d, "harness.cpp"), "-o", exe, "-pthread"]
+        cmd = [
+            "g++",
+            "-std=c++17",
+            "-O1",
+            "-g",
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=all",
+            "-Wno-unknown-pragmas",
+            "-x",
+            "c++",
+            "-include",
+            os.path.join(d, "cuda_shim.h"),
+            "-I",
+            d,
+            "-I",
+            HERE,
+            os.path.join(d, "harness.cpp"),
+            "-o",
+            exe,
+            "-pthread",
+        ]
         subprocess.run(cmd, check=True)
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
         return subprocess.run([exe], env=env).returncode == 0

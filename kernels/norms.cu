@@ -1,7 +1,7 @@
 // kernelkit RMSNorm / add+RMSNorm / LayerNorm: forward, backward with per-chunk weight(/bias)-gradient
-// partials, and the deterministic reduction of those partials (kk_norm_column_sum).
+// partials, and the deterministic reduction of those partials (kk_column_sum, in common.cuh).
 //
-// Common layout (all kernels but kk_norm_column_sum): x is [rows, cols] row-major contiguous.
+// Common layout (all kernels here): x is [rows, cols] row-major contiguous.
 //   blockDim = (R, Y): R threads cooperate on one row, Y rows are handled side by side per block.
 //   R is a power of two <= 32 or a multiple of 32; R * Y must be a multiple of 32 (full-warp shuffles);
 //   R * Y <= the kernel's launch bound. Thread (tx, ty) owns the column packs p = tx + k*R of its row:
@@ -537,7 +537,7 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 // RMSNorm backward: gx = round(rstd*(gy*w - xhat*sum(gy*w*xhat)/cols) + g_extra), xhat = x*rstd
 // (g_extra may be nullptr; for add_rms_norm it is the gradient flowing into new_residual);
 // partial[chunk*cols + c] = sum over the chunk's rows of gy*xhat (A), chunk k = rows
-// [k*rows_per_chunk, min(rows, (k+1)*rows_per_chunk)). Reduce with kk_norm_column_sum(partial, dw, nchunks, cols).
+// [k*rows_per_chunk, min(rows, (k+1)*rows_per_chunk)). Reduce with kk_column_sum(partial, dw, nchunks, cols) from common.cuh.
 // Launch: blockDim = (R, Y), R * Y <= 512, R a power of two <= 32 or a multiple of 32, R*Y % 32 == 0.
 //   NP = kNpRmsBwd (half/bf16 2, float/double 4): E = NP * VEC = 16 elements per thread (double 8).
 //   R = clamp(pow2ceil(ceil(cols / E)), 32, 512): bf16/f32 4096: 256, 8192: 512; small cols: Y = max(1, 128/R).
@@ -586,28 +586,4 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
   else
     kk_norms::norm_bwd_run<kk_norms::kNp<NP, 1>, 1, true, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w,
                                                                 partial_b, rows, cols, rows_per_chunk);
-}
-
-// out[c] = sum_{k = 0..chunks-1} partial[k * cols + c], in chunk order, rounded once to T (chunks == 0:
-// zeros). Launch: 1-D block of any size <= 1024 (256), grid = ceil(cols / 256) (any grid is correct).
-template <typename T>
-__global__ void __launch_bounds__(1024)
-kk_norm_column_sum(const typename kk::Acc<T>::type* __restrict__ partial, T* __restrict__ out, long long chunks,
-                   long long cols) {
-  using A = typename kk::Acc<T>::type;
-  constexpr int L = 16;  // loads in flight per thread (the adds stay sequential)
-  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < cols;
-       c += (long long)gridDim.x * blockDim.x) {
-    A s = A(0);
-    for (long long k0 = 0; k0 < chunks; k0 += L) {
-      A t[L];
-#pragma unroll
-      for (int k = 0; k < L; ++k)
-        if (k0 + k < chunks) t[k] = kk::load_nc(partial + (k0 + k) * cols + c);
-#pragma unroll
-      for (int k = 0; k < L; ++k)
-        if (k0 + k < chunks) s += t[k];
-    }
-    out[c] = kk::from_acc<T>(s);
-  }
 }

@@ -22,7 +22,7 @@ INSTANTIATIONS = {
             "layer_norm_fwd",
             "rms_norm_bwd",
             "layer_norm_bwd",
-            "norm_column_sum",
+            "column_sum",
         )
         for t in ("float", "__nv_bfloat16")
     ],
