@@ -56,6 +56,8 @@ def test_bad_grid_block_and_argument_types(mod):
         k.launch(1, -5, ())
     with pytest.raises(TypeError, match="argument 1: cannot pass dict"):
         k.launch(1, 32, (1, {}, 2.0, 4))
+    with pytest.raises(TypeError, match="argument 0: cannot pass tuple"):
+        k.launch(1, 32, ((1, 2, 3), 1, 2.0, 4))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-driver message")

@@ -10,7 +10,7 @@ use kernelkit_cuda::{
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyTuple};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyMemoryView, PyTuple};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -409,6 +409,21 @@ impl Kernel {
     }
 }
 
+/// The bytes of a by-value struct argument: only bytes, bytearray and memoryview qualify
+/// (a tuple of small ints is not silently taken as bytes).
+fn struct_bytes(a: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
+    if a.is_instance_of::<PyBytes>() || a.is_instance_of::<PyByteArray>() {
+        return a.extract().map(Some);
+    }
+    if a.is_instance_of::<PyMemoryView>() {
+        return a
+            .call_method0(intern!(a.py(), "tobytes"))?
+            .extract()
+            .map(Some);
+    }
+    Ok(None)
+}
+
 fn dims(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<[u32; 3]> {
     let err = || {
         PyValueError::new_err(format!(
@@ -510,13 +525,7 @@ impl Kernel {
                 values.push(Arg::Int(v));
             } else if a.is_instance_of::<PyFloat>() {
                 values.push(Arg::Float(a.extract()?));
-            } else if let Ok(b) = a.extract::<Vec<u8>>().and_then(|b| {
-                if a.is_instance_of::<pyo3::types::PyList>() {
-                    Err(PyTypeError::new_err(""))
-                } else {
-                    Ok(b)
-                }
-            }) {
+            } else if let Some(b) = struct_bytes(&a)? {
                 held.push(b);
                 struct_at.push(i);
                 values.push(Arg::Int(0)); // replaced below once `held` stops growing
