@@ -113,8 +113,10 @@ def test_cross_entropy_all_ignored_and_masked_logits():
 
 
 def test_cross_entropy_rejects_bad_targets():
-    with pytest.raises(ValueError, match="argument 'target' holds 10, outside \\[0, 10\\)"):
+    with pytest.raises(ValueError, match="argument `target` holds 10 at row 1, outside \\[0, 10\\)"):
         K.cross_entropy(rand(2, 10), torch.tensor([1, 10]))
+    with pytest.raises(ValueError, match="target"):
+        K.cross_entropy(rand(3, 10), torch.tensor([1, 2]))
     with pytest.raises(ValueError, match="reduction must be"):
         K.cross_entropy(rand(2, 10), torch.tensor([1, 2]), reduction="avg")
 
