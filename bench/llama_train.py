@@ -11,6 +11,7 @@ Needs the CUDA kernels of the LLM ops to be registered (kernelkit.patch refuses 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -38,6 +39,8 @@ def build(seed: int, device: torch.device) -> torch.nn.Module:
 
 
 def train(patched: bool, args, device, rank: int, world: int) -> dict:
+    gc.collect()  # the previous run's model must not count towards this run's peak memory
+    torch.cuda.empty_cache()
     model = build(args.seed, device)
     report = str(kernelkit.patch(model)) if patched else "unpatched"
     if world > 1:
