@@ -18,7 +18,6 @@ __global__ void axpby(const T* x, const T* y, T* out, float a, float b, long lon
         out[i] = (T)(a * (float)x[i] + b * (float)y[i]);
 }
 """
-CTYPE = {"torch.float32": "float", "torch.float16": "__half", "torch.bfloat16": "__nv_bfloat16"}
 
 
 def run() -> int:
@@ -29,6 +28,7 @@ def run() -> int:
     import kernelkit
     from kernelkit import bench, testing
 
+    ctype = {torch.float32: "float", torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
     console = Console()
     gpu = torch.cuda.is_available()
     device = "cuda" if gpu else "cpu"
@@ -38,7 +38,7 @@ def run() -> int:
 
     # 1. Compile.
     t0 = time.perf_counter()
-    names = [f"axpby<{c}>" for c in CTYPE.values()]
+    names = [f"axpby<{c}>" for c in ctype.values()]
     compiled = kernelkit.compile(SOURCE, arch="sm_90", name_expressions=names, use_cache=False)
     cold_ms = (time.perf_counter() - t0) * 1e3
     t0 = time.perf_counter()
@@ -53,7 +53,7 @@ def run() -> int:
     def launch(x, y, a, b, out):
         n = x.numel()
         if n:
-            k = mod.kernel(f"axpby<{CTYPE[str(x.dtype)]}>")
+            k = mod.kernel(f"axpby<{ctype[x.dtype]}>")
             k.launch(max(1, min((n + 255) // 256, 4096)), 256, (x, y, out, a, b, n))
 
     def cpu(x, y, a, b, out):

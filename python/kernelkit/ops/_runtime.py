@@ -51,11 +51,15 @@ def cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-def flat_grid(n: int, elem_size: int, per_thread: int = 4) -> int:
-    """Blocks for the grid-stride kernels: one pass per block, each thread doing `per_thread`
-    16-byte accesses. Measured on the H200 (bench/grid_sweep.py), this full grid beats capped,
-    persistent grids of 1-16 blocks per SM by 2-10% at 64M elements and ties torch.compile."""
-    return max(1, cdiv(n, (16 // elem_size) * BLOCK * per_thread))
+# Elements per block of the grid-stride kernels: 16-byte vectors, 4 per thread, BLOCK threads.
+ELEMS_PER_BLOCK = {dt: (16 // torch.empty((), dtype=dt).element_size()) * BLOCK * 4 for dt in CTYPE}
+
+
+def flat_grid(n: int, dtype: torch.dtype) -> int:
+    """Blocks for the grid-stride kernels: one pass per block. Measured on the H200
+    (bench/grid_sweep.py), this full grid beats capped, persistent grids of 1-16 blocks per SM by
+    2-10% at 64M elements and ties torch.compile."""
+    return max(1, cdiv(n, ELEMS_PER_BLOCK[dtype]))
 
 
 def strided_arg(shape: Sequence[int], tensors: Sequence[torch.Tensor]) -> bytes:

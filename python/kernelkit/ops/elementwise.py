@@ -6,7 +6,17 @@ import torch
 
 from kernelkit import _native
 from kernelkit.library import TensorSpec, broadcast, op
-from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, MAX_DIMS, cdiv, flat_grid, kernel, strided_arg
+from kernelkit.ops._runtime import (
+    BLOCK,
+    CTYPE,
+    ELEMS_PER_BLOCK,
+    FLOATS,
+    MAX_DIMS,
+    cdiv,
+    flat_grid,
+    kernel,
+    strided_arg,
+)
 
 _SPEC = TensorSpec(dtypes=FLOATS)
 _SAME = TensorSpec(same_dtype_as="a")
@@ -24,7 +34,8 @@ def _launch(name: str, inputs, out) -> None:
         # The hot path: kernel and grid inline, every Python call here costs host time.
         key = (name, out.dtype)
         k = _KERNELS.get(key) or _KERNELS.setdefault(key, kernel("elementwise", f"kk_{name}<{CTYPE[out.dtype]}>"))
-        k.launch((n + _PER_BLOCK[out.dtype] - 1) // _PER_BLOCK[out.dtype], BLOCK, (*inputs, out, n))
+        per_block = ELEMS_PER_BLOCK[out.dtype]  # flat_grid, inlined
+        k.launch((n + per_block - 1) // per_block, BLOCK, (*inputs, out, n))
         return
     if len(shape) > MAX_DIMS:
         _launch(name, [t.expand(shape).contiguous() for t in inputs], out)
@@ -37,8 +48,6 @@ def _launch(name: str, inputs, out) -> None:
 
 
 _KERNELS: dict = {}
-# Elements per block of the contiguous kernels: 16-byte vectors, 4 per thread (as flat_grid).
-_PER_BLOCK = {dt: (16 // torch.empty((), dtype=dt).element_size()) * BLOCK * 4 for dt in CTYPE}
 
 
 def _cpu(name: str, inputs, out) -> None:
@@ -133,7 +142,7 @@ def _scale_cuda(x, s):
         return
     ctype = CTYPE[x.dtype]
     if x.is_contiguous():
-        kernel("elementwise", f"kk_scale_<{ctype}>").launch(flat_grid(n, x.element_size()), BLOCK, (x, s, n))
+        kernel("elementwise", f"kk_scale_<{ctype}>").launch(flat_grid(n, x.dtype), BLOCK, (x, s, n))
     elif x.dim() <= MAX_DIMS and 0 not in x.stride():
         with torch.cuda.device(x.device):  # no tensor argument to take the device from
             args = (x.data_ptr(), s, n, strided_arg(x.shape, (x,)))

@@ -27,7 +27,7 @@ def _forward_cuda(x, bias, approximate, out):
         return
     cols = bias.numel()
     k = kernel("gelu", f"kk_bias_gelu_fwd<{CTYPE[x.dtype]}, {mode}>")
-    k.launch(flat_grid(n, x.element_size()), BLOCK, (x, bias, out, n // cols, cols))
+    k.launch(flat_grid(n, x.dtype), BLOCK, (x, bias, out, n // cols, cols))
 
 
 def _forward_cpu(x, bias, approximate, out):
