@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repo root, with the wheel built on the dev
-# machine carried in dist/. Installs it, runs the whole test suite (GPU tests included), the
-# benchmarks and the demo, and writes logs and JSON reports to $OUT (at most 8 files come back:
-# env.txt pytest.log foundation.json hostpath.json ops.json ops.log ops.png demo.log).
-#   usage: bash bench/gpu_run.sh [tests|foundation|ops|demo ...]   (default: all)
+# machine carried in dist/ (and Liger-Kernel's wheel there too, when it is to be compared).
+# Installs it, runs the whole test suite (GPU tests included), the benchmarks and the demo, and
+# writes logs and JSON reports to $OUT.
+#   usage: bash bench/gpu_run.sh [STEP ...]   (default: tests foundation ops demo)
+#   steps: tests foundation hostpath ops demo doctor sweep
+#          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes)
+#          llama (bench/llama_train.py on one GPU), ddp (the same under DDP on two GPUs)
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelkit-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 KERNELKIT_CACHE_DIR=/tmp/kernelkit-cache
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/kk-site dist/kernelkit-*.whl || exit 1
+for w in dist/liger_kernel-*.whl; do
+  [ -e "$w" ] && python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/kk-site "$w"
+done
 export PYTHONPATH=/tmp/kk-site
 steps=${*:-tests foundation ops demo}
 {
@@ -25,6 +31,17 @@ for s in $steps; do
     foundation) python3 bench/foundation.py --out "$OUT/foundation.json" 2>&1 | tail -25 ;;
     ops) COLUMNS=200 python3 -m kernelkit bench --json "$OUT/ops.json" --plot "$OUT/ops.png" 2>&1 | tee "$OUT/ops.log" | tail -3 ;;
     demo) python3 -m kernelkit demo 2>&1 | tee "$OUT/demo.log" | tail -25 ;;
+    llm-norms | llm-softmax | llm-act)
+      case $s in
+        llm-norms) names="rms_norm rms_norm_backward add_rms_norm add_rms_norm_backward layer_norm layer_norm_backward" ;;
+        llm-softmax) names="softmax softmax_backward cross_entropy cross_entropy_backward cross_entropy_fwd_bwd" ;;
+        llm-act) names="swiglu swiglu_backward rope rope_backward" ;;
+      esac
+      # shellcheck disable=SC2086
+      COLUMNS=200 python3 -m kernelkit bench $names --dtype bfloat16,float32 --json "$OUT/$s.json" 2>&1 \
+        | tee "$OUT/$s.log" | tail -3 ;;
+    llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
+    ddp) torchrun --nproc-per-node 2 bench/llama_train.py --out "$OUT/llama-ddp.json" 2>&1 | tail -12 ;;
   esac
 done
 exit $rc

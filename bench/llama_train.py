@@ -38,6 +38,14 @@ def build(seed: int, device: torch.device) -> torch.nn.Module:
     return transformers.LlamaForCausalLM(cfg).to(device=device, dtype=torch.bfloat16)
 
 
+def batch_of_sequences(batch: int, seq: int, gen: torch.Generator, vocab: int = 32000) -> torch.Tensor:
+    """Learnable synthetic text: each row counts up from a random token by a random stride (1-64), so
+    the next token follows from the context and the loss falls well below uniform guessing."""
+    start = torch.randint(0, vocab, (batch, 1), generator=gen)
+    stride = torch.randint(1, 65, (batch, 1), generator=gen)
+    return (start + stride * torch.arange(seq)) % vocab
+
+
 def train(patched: bool, args, device, rank: int, world: int) -> dict:
     gc.collect()  # the previous run's model must not count towards this run's peak memory
     torch.cuda.empty_cache()
@@ -50,7 +58,7 @@ def train(patched: bool, args, device, rank: int, world: int) -> dict:
     losses, times = [], []
     torch.cuda.reset_peak_memory_stats(device)
     for _ in range(args.steps):
-        ids = torch.randint(0, 32000, (args.batch, args.seq), generator=gen).to(device)
+        ids = batch_of_sequences(args.batch, args.seq, gen).to(device)
         torch.cuda.synchronize(device)
         t0 = time.perf_counter()
         loss = model(input_ids=ids, labels=ids).loss
@@ -75,7 +83,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--tolerance", type=float, default=0.02, help="max |loss difference| allowed per step")
+    ap.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.05,
+        help="max |loss difference| allowed at any step (two bf16 runs drift apart by rounding alone)",
+    )
     args = ap.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -93,6 +106,7 @@ def main() -> None:
         "kernelkit": kernelkit.__version__,
         "args": vars(args),
         "max_loss_difference": max(diffs),
+        "mean_loss_difference_last_20": statistics.mean(diffs[-20:]),
         "losses_agree": max(diffs) <= args.tolerance,
         "runs": runs,
     }

@@ -30,7 +30,7 @@ using kk::Vec;
 constexpr int kR = 4;              // softmax fwd: row packs kept in registers per thread (16 registers)
 constexpr int kRB = 2;             // softmax bwd: row packs per tensor kept in registers per thread
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
-constexpr int kWarpRowPacks = 256; // cross-entropy: warp-per-row when nv <= this
+constexpr int kWarpRowPacks = 1024; // cross-entropy: warp-per-row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
 
 __device__ __forceinline__ float ex2_approx(float x) {  // 2^x; -inf -> 0, NaN -> NaN
   float r;
@@ -429,7 +429,7 @@ __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, 
 template <typename T, int W, bool BLOCK>
 __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long nv, long long cols, int ti, int nt,
                                            const long long* target, acc_t<T>* loss, acc_t<T>* lse,
-                                           long long ignore_index, float label_smoothing, acc_t<T>* red,
+                                           long long ignore_index, double label_smoothing, acc_t<T>* red,
                                            int& parity) {
   using A = acc_t<T>;
   A m = ninf<A>(), s = A(0), sx = A(0);
@@ -474,7 +474,7 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
       const A xt = to_acc(xr[t]);
       const A ls = (A)label_smoothing;
       out = l - xt;
-      if (label_smoothing != 0.0f) out = (A(1) - ls) * out + ls * (l - st.f[2] / (A)cols);
+      if (label_smoothing != 0.0) out = (A(1) - ls) * out + ls * (l - st.f[2] / (A)cols);
     }
     loss[row] = out;
   }
@@ -482,7 +482,7 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
 
 template <typename T, int W>
 __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, acc_t<T>* loss, acc_t<T>* lse,
-                                           long long rows, long long cols, long long ignore_index, float ls,
+                                           long long rows, long long cols, long long ignore_index, double ls,
                                            acc_t<T>* red) {
   const long long nv = cols / W;
   int parity = 0;
@@ -549,7 +549,7 @@ __device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int
 template <typename T, int W>
 __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, const acc_t<T>* lse,
                                            const acc_t<T>* row_scale, long long scale_stride, T* grad, long long rows,
-                                           long long cols, long long ignore_index, float label_smoothing) {
+                                           long long cols, long long ignore_index, double label_smoothing) {
   using A = acc_t<T>;
   const long long nv = cols / W;
   const A ls = (A)label_smoothing;
@@ -623,14 +623,14 @@ __global__ void __launch_bounds__(512) kk_softmax_bwd(const T* gy, const T* y, T
 // kk_cross_entropy_fwd: lse[r] = logsumexp(logits[r, :]) (A), loss[r] as documented in the header
 // (0 for ignore_index, NaN for any other target outside [0, cols)). Single read of the logits.
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
-//   nv <= 256: warp per row, B = 256, grid = min(ceil(rows / 8), occ * SMs)
+//   nv <= 1024 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, occ * SMs)
 template <typename T>
 __global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long long* target,
                                                              typename kk::Acc<T>::type* loss,
                                                              typename kk::Acc<T>::type* lse, long long rows,
                                                              long long cols, long long ignore_index,
-                                                             float label_smoothing) {
+                                                             double label_smoothing) {
   using A = typename kk::Acc<T>::type;
   __shared__ A red[2 * 32 * 3];
   if (rows <= 0 || cols <= 0) return;
@@ -645,7 +645,7 @@ __global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long
 // kk_cross_entropy_bwd: grad[r, c] = row_scale[r * scale_stride] * (exp(x - lse[r]) - ((1-ls)*[c == t] +
 // ls/cols)); rows with target == ignore_index get 0. grad may be logits (exact in place).
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
-//   nv <= 256: warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
+//   nv <= 1024 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
 template <typename T>
 __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long long* target,
@@ -653,7 +653,7 @@ __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long
                                                              const typename kk::Acc<T>::type* row_scale,
                                                              long long scale_stride, T* grad, long long rows,
                                                              long long cols, long long ignore_index,
-                                                             float label_smoothing) {
+                                                             double label_smoothing) {
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
   constexpr int V = kk::kVec<T>;

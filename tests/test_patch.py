@@ -1,6 +1,7 @@
 """kernelkit.patch on a small random-weight Llama from transformers (CPU)."""
 
 import copy
+import types
 
 import pytest
 import torch
@@ -81,7 +82,18 @@ def test_patch_leaves_unknown_modules_alone_and_unpatches():
     assert all("forward" not in m.__dict__ for m in llama.modules())
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="checks the refusal for CUDA models")
-def test_patch_refuses_a_cuda_model_without_cuda_kernels():
-    with pytest.raises(NotImplementedError, match="have no cuda kernels"):
-        kernelkit.patch(tiny_llama().cuda())
+def test_patch_refuses_a_model_on_a_device_without_kernels(monkeypatch):
+    model = tiny_llama()
+    on_xpu = types.SimpleNamespace(device=torch.device("xpu"))
+    monkeypatch.setattr(model, "parameters", lambda: iter([on_xpu]))
+    with pytest.raises(NotImplementedError, match="have no xpu kernels"):
+        kernelkit.patch(model)
+
+
+@pytest.mark.gpu
+def test_patch_a_cuda_model():
+    model = tiny_llama().cuda()
+    report = kernelkit.patch(model)
+    assert report.replaced["RMSNorm -> kernelkit.ops.rms_norm"] > 0
+    ids = torch.randint(0, 100, (2, 16), device="cuda")
+    assert torch.isfinite(model(input_ids=ids, labels=ids).loss)

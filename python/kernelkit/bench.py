@@ -1,10 +1,15 @@
 """The benchmark harness behind `kernelkit bench`, usable on your own ops.
 
 Each case is timed for each implementation (kernelkit, torch eager, torch.compile of the
-reference) at each size and dtype: median GPU time from CUDA events over rotating input sets
-(so repeated runs do not measure the L2 cache), host time per call, achieved GB/s and its share
-of the copy bandwidth measured on the same GPU, and peak memory. Without a GPU it times the CPU
-implementations against torch on CPU.
+reference, Liger-Kernel for the LLM ops when it is installed) at each size and dtype: median GPU
+time from CUDA events over rotating input sets (so repeated runs do not measure the L2 cache), host
+time per call, achieved GB/s and its share of the copy bandwidth measured on the same GPU, peak
+memory, and the speed relative to torch eager, torch.compile and Liger. Without a GPU it times the
+CPU implementations against torch on CPU.
+
+A case's ``prepare(impl, inputs)`` hook, when set, turns one input set into the zero-argument call
+that is timed, outside the timed region: :func:`backward` uses it to build each implementation's
+forward graph once and time only ``torch.autograd.grad``.
 
 >>> from kernelkit.bench import Case, run
 >>> case = Case("scale2", make=lambda size, dtype, dev: (torch.randn(size, dtype=dtype, device=dev),),
@@ -22,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-__all__ = ["Case", "Result", "copy_bandwidth", "environment", "op_cases", "run"]
+__all__ = ["GROUPS", "LLM_SIZES", "Case", "Result", "backward", "copy_bandwidth", "environment", "op_cases", "run"]
 
 Size = Tuple[int, ...]
 
@@ -38,6 +43,8 @@ class Case:
     flops: Optional[Callable[..., int]] = None
     compile_reference: Optional[str] = "torch"  # which impl to also run under torch.compile
     setup: Optional[Callable[[], Any]] = None
+    # prepare(impl, inputs) -> the zero-argument call to time, built outside the timed region (default: impl(*inputs))
+    prepare: Optional[Callable[[Callable, tuple], Callable[[], Any]]] = None
 
 
 @dataclasses.dataclass
@@ -53,8 +60,10 @@ class Result:
     pct_copy_bw: Optional[float]
     tflops: Optional[float]
     peak_mem_mb: Optional[float]
-    speedup_vs_torch: Optional[float] = None
+    speedup_vs_torch: Optional[float] = None  # torch eager's time / this time: above 1 is faster
     error: Optional[str] = None
+    speedup_vs_compile: Optional[float] = None  # torch.compile's time / this time
+    speedup_vs_liger: Optional[float] = None  # Liger-Kernel's time / this time
 
 
 def environment() -> Dict[str, Any]:
@@ -69,6 +78,12 @@ def environment() -> Dict[str, Any]:
         "torch_cuda": torch.version.cuda,
         "python": platform.python_version(),
     }
+    try:
+        from importlib.metadata import version
+
+        env["liger_kernel"] = version("liger_kernel")
+    except Exception:  # not installed: the llm cases run without a Liger column
+        pass
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         env["gpu"] = p.name
@@ -168,15 +183,24 @@ def run(
         for case, size, dtype in jobs:
             if case.setup is not None:
                 case.setup()
-            impls = dict(case.impls)
-            if compile and gpu and case.compile_reference in impls:
-                impls["torch.compile"] = torch.compile(impls[case.compile_reference], dynamic=False)
+            impls: Dict[str, Callable] = {}
+            for name, fn in case.impls.items():
+                impls[name] = fn
+                if compile and gpu and name == case.compile_reference:
+                    # A fresh start per job: one function compiled for every size, dtype and grad mode
+                    # would pass dynamo's recompile limit and silently fall back to eager.
+                    torch._dynamo.reset()
+                    impls["torch.compile"] = torch.compile(fn, dynamic=False)
             sets = _input_sets(case, size, dtype, device, l2)
             row: List[Result] = []
             for name, fn in impls.items():
                 label = "x".join(map(str, size))
+                calls: List[Callable] = []
                 try:
-                    calls = [lambda a=a, fn=fn: fn(*a) for a in sets]
+                    if case.prepare is not None:
+                        calls = [case.prepare(fn, a) for a in sets]
+                    else:
+                        calls = [lambda a=a, fn=fn: fn(*a) for a in sets]
                     if gpu:
                         calls[0]()
                         torch.cuda.synchronize()
@@ -226,10 +250,9 @@ def run(
                             error=f"{type(e).__name__}: {e}"[:300],
                         )
                     )
-            ref = next((r for r in row if r.impl == "torch" and r.error is None), None)
-            for r in row:
-                if ref is not None and r.error is None:
-                    r.speedup_vs_torch = ref.time_us / r.time_us
+                finally:
+                    calls = []  # free this implementation's inputs and graphs before the next one's
+            _speedups(row)
             results.extend(row)
             del sets
             if gpu:
@@ -240,6 +263,16 @@ def run(
         if bar is not None:
             bar.stop()
     return results
+
+
+def _speedups(row: List[Result]) -> None:
+    """Fill in each result's speed relative to torch eager, torch.compile and Liger of the same job."""
+    ok = {r.impl: r.time_us for r in row if r.error is None}
+    for r in row:
+        if r.error is None:
+            r.speedup_vs_torch = ok["torch"] / r.time_us if "torch" in ok else None
+            r.speedup_vs_compile = ok["torch.compile"] / r.time_us if "torch.compile" in ok else None
+            r.speedup_vs_liger = ok["liger"] / r.time_us if "liger" in ok else None
 
 
 # ---------------------------------------------------------------- kernelkit's own ops
@@ -255,8 +288,8 @@ def _gelu_grad_reference(grad, x, bias):
     return gx, gx.float().sum(0).to(bias.dtype)
 
 
-def op_cases(names: Optional[Sequence[str]] = None) -> List[Case]:
-    """Benchmark cases for kernelkit's ops. Sizes are (rows, cols); matmul uses (M, N, K)."""
+def _core_cases() -> List[Case]:
+    """The elementwise, GELU and matmul cases (issue 3). Sizes are (rows, cols); matmul uses (M, N, K)."""
     import torch.nn.functional as F
 
     import kernelkit.ops as K
@@ -313,7 +346,294 @@ def op_cases(names: Optional[Sequence[str]] = None) -> List[Case]:
             setup=no_tf32,
         ),
     ]
-    return [c for c in cases if names is None or c.name in names]
+    return cases
+
+
+# ---------------------------------------------------------------- LLM training ops (issue 5)
+
+# (rows, cols) = (tokens, hidden); cross_entropy: (tokens, vocab). 256 columns is where host overhead decides.
+LLM_SIZES: List[Size] = [(32768, 256), (32768, 4096), (32768, 8192), (8192, 65536)]
+
+GROUPS: Dict[str, Tuple[str, ...]] = {
+    "core": ("add", "mul", "muladd", "bias_gelu", "bias_gelu_backward", "matmul"),
+    "llm": (
+        "rms_norm",
+        "rms_norm_backward",
+        "add_rms_norm",
+        "add_rms_norm_backward",
+        "layer_norm",
+        "layer_norm_backward",
+        "softmax",
+        "softmax_backward",
+        "cross_entropy",
+        "cross_entropy_backward",
+        "cross_entropy_fwd_bwd",
+        "swiglu",
+        "swiglu_backward",
+        "rope",
+        "rope_backward",
+    ),
+}
+GROUPS["all"] = GROUPS["core"] + GROUPS["llm"]
+
+
+def _differentiable_outputs(out: Any) -> List[torch.Tensor]:
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+
+
+def backward(argnums: Sequence[int], with_forward: bool = False) -> Callable[[Callable, tuple], Callable[[], Any]]:
+    """A ``Case.prepare`` hook that times the backward of an implementation's forward function.
+
+    Per input set and implementation (outside the timed region) the inputs at ``argnums`` become fresh
+    leaves (clones, as some implementations write gradients into their inputs), the forward graph is
+    built once, and the timed call is ``torch.autograd.grad(outputs, leaves, grad_outputs,
+    retain_graph=True)``: no ``.grad`` accumulation, the same for kernelkit, torch, torch.compile and
+    Liger. Scalar outputs (losses) get a gradient of 1; the others random ones, the same values for
+    every implementation, laid out like its output (as the next layer's backward would hand them
+    over). ``with_forward=True`` times forward plus backward instead (for ops like Liger's
+    cross-entropy, which computes the gradient in its forward pass).
+    """
+
+    def leaves(inputs: tuple) -> tuple:
+        return tuple(a.detach().clone().requires_grad_() if i in argnums else a for i, a in enumerate(inputs))
+
+    def prepare(fn: Callable, inputs: tuple) -> Callable[[], Any]:
+        args = leaves(inputs)
+        # with_forward: learn the outputs from a throwaway copy, so the first timed call sees the inputs unchanged.
+        outs = _differentiable_outputs(fn(*(leaves(inputs) if with_forward else args)))
+        grads = [
+            torch.ones_like(o)
+            if o.dim() == 0
+            else torch.empty_like(o).copy_(torch.randn(o.shape, dtype=o.dtype, device=o.device))
+            for o in outs
+        ]
+        wrt = [args[i] for i in argnums]
+        if with_forward:
+            del outs
+            return lambda: torch.autograd.grad(_differentiable_outputs(fn(*args)), wrt, grads)
+        return lambda: torch.autograd.grad(outs, wrt, grads, retain_graph=True)
+
+    return prepare
+
+
+def _rms_norm_reference(x, w, eps=1e-6):
+    # Hugging Face's LlamaRMSNorm: normalize in float32, round to the input dtype, then scale.
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return w * h.to(x.dtype)
+
+
+def _add_rms_norm_reference(x, residual, w, eps=1e-6):
+    h = x + residual
+    return _rms_norm_reference(h, w, eps), h
+
+
+def _cross_entropy_reference(logits, target):
+    # Hugging Face's ForCausalLMLoss upcasts the logits to float32 before F.cross_entropy.
+    return torch.nn.functional.cross_entropy(logits.float(), target)
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _rope_reference(q, k, cos, sin):
+    # Hugging Face's apply_rotary_pos_emb (unsqueeze_dim=1).
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
+def _liger_functions() -> Dict[str, Callable]:
+    """Liger-Kernel's implementations (Triton, so GPU only); empty when it is not installed."""
+    if not torch.cuda.is_available():
+        return {}
+    try:
+        from liger_kernel.transformers import functional as LF
+    except Exception:  # not installed, or a version whose imports fail here
+        return {}
+    eps = 1e-6
+    wrappers: Dict[str, Tuple[str, Callable[[Callable], Callable]]] = {
+        # Llama's settings: weight offset 0, "llama" casting (rstd in float32), dX written into dY (Liger's default).
+        "rms_norm": (
+            "liger_rms_norm",
+            lambda f: lambda x, w: f(x, w, eps, offset=0.0, casting_mode="llama", in_place=True),
+        ),
+        "add_rms_norm": (
+            "liger_fused_add_rms_norm",
+            lambda f: lambda x, r, w: f(x, r, w, eps, offset=0.0, casting_mode="llama", in_place=True),
+        ),
+        "layer_norm": ("liger_layer_norm", lambda f: lambda x, w, b: f(x, w, b, 1e-5)),
+        "softmax": ("liger_softmax", lambda f: f),
+        "cross_entropy": ("liger_cross_entropy", lambda f: lambda logits, target: f(logits, target)),
+        "swiglu": ("liger_swiglu", lambda f: f),
+        "rope": ("liger_rope", lambda f: lambda q, k, cos, sin: f(q, k, cos, sin)),
+    }
+    # An op this Liger version lacks is left out.
+    return {op: wrap(getattr(LF, fname)) for op, (fname, wrap) in wrappers.items() if hasattr(LF, fname)}
+
+
+def _llm_cases() -> List[Case]:
+    """Forward and backward cases for issue 5's ops against torch eager, torch.compile and Liger-Kernel.
+
+    Sizes are (rows, cols) = (tokens, hidden); cross_entropy reads cols as the vocabulary. rope reads
+    the (tokens, hidden) activation as q and k of (batch, heads, seq, 128) in Hugging Face's layout
+    (a (batch, seq, heads, 128) projection output viewed through transpose(1, 2)), seq = 4096 when
+    tokens divide into it (else one sequence), heads = hidden / 128 (head_dim = hidden when 128 does
+    not divide it), with cos and sin of (batch, seq, head_dim). That is the layout a Llama attention
+    hands apply_rotary_pos_emb: Liger rotates it in place, kernelkit.ops.rope copies q and k to
+    contiguous (batch, heads, seq, head_dim) first (as under kernelkit.patch), torch reads the strides.
+
+    GB/s counts the fewest bytes each op must move (T = one (rows, cols) tensor; weights, biases and
+    targets are counted, per-row statistics are not: a backward may recompute them):
+      rms_norm        fwd read x, w, write y: 2T           bwd read g, x, w, write gx, gw: 3T
+      add_rms_norm    fwd read x, res, w, write y, h: 4T   bwd read gy, gh, h, w, write gx (= gres), gw: 4T
+      layer_norm      fwd read x, w, b, write y: 2T        bwd read g, x, w, write gx, gw, gb: 3T
+      softmax         fwd read x, write y: 2T              bwd read g, y, write gx: 3T
+      cross_entropy   fwd read logits: 1T                  bwd read logits, write grad: 2T
+                      fwd+bwd fused: 2T (read logits once, write the gradient)
+      swiglu          fwd read gate, up, write y: 3T       bwd read g, gate, up, write two grads: 5T
+      rope            q and k read and written, cos and sin read, forward and backward alike
+    """
+    import kernelkit.ops as K
+
+    liger = _liger_functions()
+    eps = 1e-6
+
+    def rnd(*shape, dtype, dev):
+        return torch.randn(*shape, dtype=dtype, device=dev)
+
+    def weight(n, dtype, dev):
+        # Trained norm weights sit near 1; this also keeps Liger's in-place backward (dX written into dY)
+        # from growing or shrinking the gradients over the timed repetitions.
+        return (1 + 0.1 * torch.randn(n, device=dev)).to(dtype)
+
+    def x_w(size, dtype, dev):
+        return rnd(*size, dtype=dtype, dev=dev), weight(size[-1], dtype, dev)
+
+    def x_res_w(size, dtype, dev):
+        return rnd(*size, dtype=dtype, dev=dev), rnd(*size, dtype=dtype, dev=dev), weight(size[-1], dtype, dev)
+
+    def x_w_b(size, dtype, dev):
+        return x_w(size, dtype, dev) + (0.1 * rnd(size[-1], dtype=dtype, dev=dev),)
+
+    def x_only(size, dtype, dev):
+        return (rnd(*size, dtype=dtype, dev=dev),)
+
+    def logits_target(size, dtype, dev):
+        rows, vocab = size
+        return rnd(rows, vocab, dtype=dtype, dev=dev), torch.randint(0, vocab, (rows,), device=dev)
+
+    def gate_up(size, dtype, dev):
+        return rnd(*size, dtype=dtype, dev=dev), rnd(*size, dtype=dtype, dev=dev)
+
+    def rope_in(size, dtype, dev):
+        tokens, hidden = size
+        d = 128 if hidden % 128 == 0 else hidden
+        seq = 4096 if tokens % 4096 == 0 else tokens
+        batch, heads = tokens // seq, hidden // d
+        q = rnd(batch, seq, heads, d, dtype=dtype, dev=dev).transpose(1, 2)
+        k = rnd(batch, seq, heads, d, dtype=dtype, dev=dev).transpose(1, 2)
+        inv_freq = 10000.0 ** (-torch.arange(0, d, 2, device=dev, dtype=torch.float32) / d)
+        freqs = torch.arange(seq, device=dev, dtype=torch.float32)[:, None] * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1).expand(batch, seq, d)
+        return q, k, emb.cos().to(dtype).contiguous(), emb.sin().to(dtype).contiguous()
+
+    def rope_bytes(q, k, cos, sin):
+        return 2 * (q.nbytes + k.nbytes) + cos.nbytes + sin.nbytes
+
+    ops = {
+        # name: (make, kernelkit, torch reference, forward bytes, backward bytes, differentiable args)
+        "rms_norm": (
+            x_w,
+            lambda x, w: K.rms_norm(x, w, eps),
+            _rms_norm_reference,
+            lambda x, w: 2 * x.nbytes + w.nbytes,
+            lambda x, w: 3 * x.nbytes + 2 * w.nbytes,
+            (0, 1),
+        ),
+        "add_rms_norm": (
+            x_res_w,
+            lambda x, r, w: K.add_rms_norm(x, r, w, eps),
+            _add_rms_norm_reference,
+            lambda x, r, w: 4 * x.nbytes + w.nbytes,
+            lambda x, r, w: 4 * x.nbytes + 2 * w.nbytes,
+            (0, 1, 2),
+        ),
+        "layer_norm": (
+            x_w_b,
+            lambda x, w, b: K.layer_norm(x, w, b, 1e-5),
+            lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
+            lambda x, w, b: 2 * x.nbytes + 2 * w.nbytes,
+            lambda x, w, b: 3 * x.nbytes + 3 * w.nbytes,
+            (0, 1, 2),
+        ),
+        "softmax": (
+            x_only,
+            lambda x: K.softmax(x, -1),
+            lambda x: torch.softmax(x, -1),
+            lambda x: 2 * x.nbytes,
+            lambda x: 3 * x.nbytes,
+            (0,),
+        ),
+        "cross_entropy": (
+            logits_target,
+            lambda logits, target: K.cross_entropy(logits, target),
+            _cross_entropy_reference,
+            lambda logits, target: logits.nbytes + target.nbytes,
+            lambda logits, target: 2 * logits.nbytes + target.nbytes,
+            (0,),
+        ),
+        "swiglu": (
+            gate_up,
+            K.swiglu,
+            lambda gate, up: torch.nn.functional.silu(gate) * up,
+            lambda gate, up: 3 * gate.nbytes,
+            lambda gate, up: 5 * gate.nbytes,
+            (0, 1),
+        ),
+        "rope": (rope_in, K.rope, _rope_reference, rope_bytes, rope_bytes, (0, 1)),
+    }
+    cases = []
+    for name, (make, kk, ref, fwd_bytes, bwd_bytes, argnums) in ops.items():
+        impls = {"kernelkit": kk, "torch": ref}
+        with_liger = {**impls, "liger": liger[name]} if name in liger else impls
+        cases.append(Case(name, make, with_liger, bytes=fwd_bytes))
+        # Liger's cross-entropy writes the gradient during the forward pass and its backward only scales it:
+        # its backward alone is not comparable, so Liger joins cross_entropy_fwd_bwd instead.
+        bwd_impls = impls if name == "cross_entropy" else with_liger
+        cases.append(Case(f"{name}_backward", make, bwd_impls, bytes=bwd_bytes, prepare=backward(argnums)))
+        if name == "cross_entropy":
+            cases.append(
+                Case(
+                    "cross_entropy_fwd_bwd",
+                    make,
+                    with_liger,
+                    bytes=bwd_bytes,
+                    prepare=backward(argnums, with_forward=True),
+                )
+            )
+    return cases
+
+
+def op_cases(names: Optional[Sequence[str]] = None, group: str = "core") -> List[Case]:
+    """Benchmark cases for kernelkit's ops, by name or group name (see ``GROUPS``); with no names, ``group``'s.
+
+    Sizes are (rows, cols); matmul uses (M, N, K). The "llm" group's cases are described in ``_llm_cases``.
+    """
+    if not names:
+        names = [group]
+    unknown = [n for n in names if n not in GROUPS and n not in GROUPS["all"]]
+    if unknown:
+        raise ValueError(f"no such ops or groups: {unknown}; choose from {sorted(GROUPS)} or {list(GROUPS['all'])}")
+    wanted = {op for n in names for op in GROUPS.get(n, (n,))}
+    cases = []
+    if wanted & set(GROUPS["core"]):
+        cases += _core_cases()
+    if wanted & set(GROUPS["llm"]):
+        cases += _llm_cases()
+    return [c for c in cases if c.name in wanted]
 
 
 def render(results: Sequence[Result], env: Dict[str, Any], copy_gbps: Optional[float]) -> None:
@@ -325,38 +645,31 @@ def render(results: Sequence[Result], env: Dict[str, Any], copy_gbps: Optional[f
     if copy_gbps:
         where += f" · copy bandwidth {copy_gbps:.0f} GB/s"
     table = Table(title=where)
-    for col in [
-        "op",
-        "size",
-        "dtype",
-        "impl",
-        "time µs",
-        "host µs",
-        "GB/s",
-        "% copy",
-        "TFLOP/s",
-        "peak MB",
-        "vs torch",
-    ]:
-        table.add_column(col, justify="left" if col in ("op", "size", "dtype", "impl") else "right")
     f = lambda v, p=1: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{p}f}"  # noqa: E731
+    x = lambda v: f(v, 2) + ("x" if v else "")  # noqa: E731
+    columns: List[Tuple[str, Callable[[Result], str]]] = [
+        ("time µs", lambda r: f(r.time_us)),
+        ("host µs", lambda r: f(r.host_us)),
+        ("GB/s", lambda r: f(r.gbps, 0)),
+        ("% copy", lambda r: f(r.pct_copy_bw, 0)),
+        ("TFLOP/s", lambda r: f(r.tflops, 1)),
+        ("peak MB", lambda r: f(r.peak_mem_mb, 0)),
+        ("vs torch", lambda r: x(r.speedup_vs_torch)),
+        ("vs compile", lambda r: x(r.speedup_vs_compile)),
+        ("vs liger", lambda r: x(r.speedup_vs_liger)),
+    ]
+    # Columns that no result fills (TFLOP/s without matmul, vs compile/liger without them) are left out.
+    columns = [(name, cell) for name, cell in columns if name == "vs torch" or any(cell(r) for r in results)]
+    for col in ["op", "size", "dtype", "impl"]:
+        table.add_column(col, justify="left")
+    for name, _ in columns:
+        table.add_column(name, justify="right")
     for r in results:
         if r.error:
-            table.add_row(r.case, r.size, r.dtype, r.impl, f"[red]{r.error[:60]}", "", "", "", "", "", "")
-            continue
-        table.add_row(
-            r.case,
-            r.size,
-            r.dtype,
-            r.impl,
-            f(r.time_us),
-            f(r.host_us),
-            f(r.gbps, 0),
-            f(r.pct_copy_bw, 0),
-            f(r.tflops, 1),
-            f(r.peak_mem_mb, 0),
-            f(r.speedup_vs_torch, 2) + ("x" if r.speedup_vs_torch else ""),
-        )
+            cells = [f"[red]{r.error[:60]}"] + [""] * (len(columns) - 1)
+        else:
+            cells = [cell(r) for _, cell in columns]
+        table.add_row(r.case, r.size, r.dtype, r.impl, *cells)
     console.print(table)
 
 

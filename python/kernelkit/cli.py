@@ -34,16 +34,30 @@ def _parse_sizes(text: str) -> list:
 
 @app.command()
 def bench(
-    ops: Optional[List[str]] = typer.Argument(None, help="Ops to benchmark (default: all)."),
+    ops: Optional[List[str]] = typer.Argument(
+        None,
+        help="Ops or groups to benchmark (default: core). Groups: core = add mul muladd bias_gelu "
+        "bias_gelu_backward matmul; llm = issue 5's training ops (rms_norm add_rms_norm layer_norm softmax "
+        "cross_entropy swiglu rope), each forward and <op>_backward, plus cross_entropy_fwd_bwd, also against "
+        "Liger-Kernel when it is installed; all = both.",
+    ),
     dtype: str = typer.Option("float32,bfloat16", help="Comma-separated dtypes."),
-    sizes: Optional[str] = typer.Option(None, help="Comma-separated sizes, e.g. 512x4096,8192x8192 (matmul: MxNxK)."),
+    sizes: Optional[str] = typer.Option(
+        None,
+        help="Comma-separated sizes, e.g. 512x4096,8192x8192 (matmul: MxNxK; llm ops: tokens x hidden, "
+        "cross_entropy: tokens x vocab). Default on a GPU: core 512x4096..16384x16384, matmul 1024³ and 4096³, "
+        "llm 32768x256,32768x4096,32768x8192,8192x65536.",
+    ),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write results as JSON."),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write results as CSV."),
     plot_path: Optional[str] = typer.Option(None, "--plot", help="Write a PNG plot (needs matplotlib)."),
     no_compile: bool = typer.Option(False, "--no-compile", help="Skip torch.compile of the references."),
     reps: int = typer.Option(50, help="Timed repetitions per measurement."),
 ) -> None:
-    """Time kernelkit's ops against torch eager and torch.compile (on the CPU without a GPU)."""
+    """Time kernelkit's ops against torch eager, torch.compile and (llm ops) Liger-Kernel; on the CPU without a GPU.
+
+    e.g. kernelkit bench llm --dtype bfloat16 --json llm.json;  kernelkit bench rms_norm rms_norm_backward
+    """
     import dataclasses
     import json
 
@@ -52,24 +66,27 @@ def bench(
     from kernelkit import bench as B
 
     gpu = torch.cuda.is_available()
-    cases = B.op_cases(ops or None)
-    if not cases:
-        raise typer.BadParameter(f"no such ops: {ops}; choose from {[c.name for c in B.op_cases()]}")
+    try:
+        cases = B.op_cases(ops or None)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     try:
         dtypes = [getattr(torch, d) for d in dtype.split(",")]
     except AttributeError:
         raise typer.BadParameter(f"unknown dtype in {dtype!r}") from None
     if not gpu and dtype == "float32,bfloat16":
         dtypes = [torch.float32]
-    elementwise = [c for c in cases if c.name != "matmul"]
+    llm = [c for c in cases if c.name in B.GROUPS["llm"]]
     mm = [c for c in cases if c.name == "matmul"]
+    elementwise = [c for c in cases if c.name not in B.GROUPS["llm"] and c.name != "matmul"]
     if sizes:
-        ew_sizes = mm_sizes = _parse_sizes(sizes)
+        ew_sizes = mm_sizes = llm_sizes = _parse_sizes(sizes)
     elif gpu:
         ew_sizes = [(512, 4096), (4096, 4096), (8192, 8192), (16384, 16384)]
         mm_sizes = [(1024, 1024, 1024), (4096, 4096, 4096)]
+        llm_sizes = B.LLM_SIZES
     else:
-        ew_sizes, mm_sizes = [(4096, 4096)], [(512, 512, 512)]
+        ew_sizes, mm_sizes, llm_sizes = [(4096, 4096)], [(512, 512, 512)], [(2048, 1024)]
     env = B.environment()
     copy_gbps = B.copy_bandwidth() if gpu else None
     results = []
@@ -78,6 +95,8 @@ def bench(
     if mm:
         mm_dtypes = [torch.float32] if dtype == "float32,bfloat16" else dtypes
         results += B.run(mm, mm_sizes, mm_dtypes, compile=False, reps=max(5, reps // 5), copy_gbps=copy_gbps)
+    if llm:
+        results += B.run(llm, llm_sizes, dtypes, compile=not no_compile, reps=reps, copy_gbps=copy_gbps)
     B.render(results, env, copy_gbps)
     rows = [dataclasses.asdict(r) for r in results]
     if json_path:

@@ -73,6 +73,8 @@ type FnStreamSynchronize = unsafe extern "C" fn(CuStream) -> CuResult;
 type FnGetErrorText = unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult;
 type FnFuncGetAttribute = unsafe extern "C" fn(*mut c_int, c_int, CuFunction) -> CuResult;
 type FnFuncSetAttribute = unsafe extern "C" fn(CuFunction, c_int, c_int) -> CuResult;
+type FnOccupancyMaxActiveBlocks =
+    unsafe extern "C" fn(*mut c_int, CuFunction, c_int, usize) -> CuResult;
 
 struct Fns {
     driver_get_version: FnDriverGetVersion,
@@ -93,6 +95,7 @@ struct Fns {
     get_error_string: FnGetErrorText,
     func_get_attribute: FnFuncGetAttribute,
     func_set_attribute: FnFuncSetAttribute,
+    occupancy_max_active_blocks: FnOccupancyMaxActiveBlocks,
 }
 
 /// A kernel handle inside a loaded module. Handles are plain values the driver owns.
@@ -176,6 +179,9 @@ impl Driver {
                     get_error_string: sym!("cuGetErrorString"),
                     func_get_attribute: sym!("cuFuncGetAttribute"),
                     func_set_attribute: sym!("cuFuncSetAttribute"),
+                    occupancy_max_active_blocks: sym!(
+                        "cuOccupancyMaxActiveBlocksPerMultiprocessor"
+                    ),
                 },
             )
         };
@@ -375,6 +381,23 @@ impl Driver {
         self.check("cuFuncSetAttribute", unsafe {
             (self.f.func_set_attribute)(f.0, attr as c_int, value)
         })
+    }
+
+    /// How many blocks of `block_size` threads (and `shared_mem` dynamic bytes) fit on one SM.
+    pub fn max_active_blocks(
+        &self,
+        device: i32,
+        f: Function,
+        block_size: i32,
+        shared_mem: usize,
+    ) -> Result<i32> {
+        let mut n = 0;
+        // SAFETY: out-parameter call on a live function handle of `device`'s context.
+        let rc = self.with_context(device, || unsafe {
+            (self.f.occupancy_max_active_blocks)(&mut n, f.0, block_size, shared_mem)
+        })?;
+        self.check("cuOccupancyMaxActiveBlocksPerMultiprocessor", rc)?;
+        Ok(n)
     }
 
     /// Enqueue a kernel. Returns the raw driver code so the caller can name the kernel in errors.

@@ -585,6 +585,20 @@ impl Kernel {
         Ok(r.params.iter().map(|p| p.to_string()).collect())
     }
 
+    /// Blocks of `block` threads (with `shared_mem` dynamic bytes) that fit on one SM of `device`:
+    /// the input to a grid sized to fill the GPU once.
+    #[pyo3(signature = (block, shared_mem=0, device=0))]
+    fn occupancy(&self, block: u32, shared_mem: u32, device: i32) -> PyResult<i32> {
+        let r = self.resolve(device).py_err()?;
+        let block = i32::try_from(block)
+            .map_err(|_| PyValueError::new_err(format!("block: {block} is too large")))?;
+        self.allow_shared_mem(device, r, shared_mem).py_err()?;
+        driver()
+            .py_err()?
+            .max_active_blocks(device, r.func, block, shared_mem as usize)
+            .py_err()
+    }
+
     /// Registers, static shared and local memory, max threads per block, on `device`.
     #[pyo3(signature = (device=0))]
     fn attributes<'py>(&self, py: Python<'py>, device: i32) -> PyResult<Bound<'py, PyDict>> {

@@ -47,12 +47,49 @@ def sm_count(device: int) -> int:
     return _native.device_info(device)["multiprocessor_count"]
 
 
+@functools.cache
+def smem_optin(device: int) -> int:
+    """Bytes of shared memory one block may use on ``device`` once it opts in."""
+    return _native.device_info(device)["max_shared_memory_per_block_optin"]
+
+
+@functools.cache
+def resident_blocks(k: Kernel, block: int, device: int, shared_mem: int = 0) -> int:
+    """Blocks of ``k`` that fit on the whole GPU at once: one full wave (occupancy x SMs)."""
+    return max(1, k.occupancy(block, shared_mem, device)) * sm_count(device)
+
+
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The accumulation dtype of the kernels (kk::Acc<T>): float64 for float64, else float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def check_stats(opname: str, x: torch.Tensor, rows: int, **stats: torch.Tensor) -> None:
+    """Per-row statistics a backward op reads (rstd, mean, lse, ...): one accumulation-dtype value per
+    row of ``x``. The kernels index them by row, so a short one would be read out of bounds."""
+    want = acc_dtype(x.dtype)
+    for name, t in stats.items():
+        if t.numel() != rows or t.dtype != want:
+            raise ValueError(
+                f"{opname}: argument '{name}' must hold {rows} {str(want)[6:]} values (one per row), "
+                f"got shape {tuple(t.shape)} and dtype {str(t.dtype)[6:]}"
+            )
+
+
 def cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
+def pow2ceil(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+# Elements in one 16-byte vector: the kernels' vector path (kk::kVec<T>).
+VEC = {dt: 16 // torch.empty((), dtype=dt).element_size() for dt in CTYPE}
+
+
 # Elements per block of the grid-stride kernels: 16-byte vectors, 4 per thread, BLOCK threads.
-ELEMS_PER_BLOCK = {dt: (16 // torch.empty((), dtype=dt).element_size()) * BLOCK * 4 for dt in CTYPE}
+ELEMS_PER_BLOCK = {dt: VEC[dt] * BLOCK * 4 for dt in CTYPE}
 
 
 def flat_grid(n: int, dtype: torch.dtype) -> int:

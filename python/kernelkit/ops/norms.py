@@ -1,20 +1,20 @@
 """rms_norm, add_rms_norm and layer_norm over the last dim, with backward ops.
 
 The registered ops return their saved statistics too (``rstd``, ``mean``) so that backward needs no
-recomputation; the functions here return what a model uses. CPU implementations are Rust
-(kernelkit-ops). The CUDA kernels (kernels/norms.cu) are registered once they are verified on a GPU:
-until then a CUDA tensor raises torch's "no kernel for the CUDA backend" error.
+recomputation; the functions here return what a model uses. CUDA kernels: kernels/norms.cu; CPU
+implementations: Rust (kernelkit-ops).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Tuple
 
 import torch
 
 from kernelkit import _native
 from kernelkit.library import Out, TensorSpec, like, op
-from kernelkit.ops._runtime import FLOATS
+from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, VEC, cdiv, check_stats, kernel, pow2ceil, resident_blocks
 
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
 _W = TensorSpec(same_dtype_as="x", contiguous=True, make_contiguous=True, shape=("N",))
@@ -34,9 +34,73 @@ def _stat(**t):
 
 _STAT = Out(shape=_rows, dtype=_stat)
 
+# ---------------------------------------------------------------- CUDA launch shapes (kernels/norms.cu)
+# A block is (R, Y): R threads share a row, Y rows side by side. Each thread keeps E elements of its row
+# in registers (E = packs per thread x elements per pack; fewer packs in the backward, which holds two
+# tensors); R covers the row up to 512 threads, beyond that the rest of the row is streamed from L2.
+# Packs per thread (kNpFwd, kNpRmsBwd, kNpLnBwd in kernels/norms.cu), by dtype.
+_FWD_PACKS = {torch.float32: 8, torch.float64: 4, torch.float16: 4, torch.bfloat16: 4}
+_BWD_PACKS = {torch.float32: 4, torch.float64: 4, torch.float16: 2, torch.bfloat16: 2}
+
+
+def _row_block(packs: int, dtype: torch.dtype, cols: int) -> Tuple[int, int, bool]:
+    """(R, Y, whether rows have a streamed tail)."""
+    e = packs * VEC[dtype] if cols % VEC[dtype] == 0 else packs
+    r = min(pow2ceil(cdiv(cols, e)), 512)
+    return r, max(1, 128 // r), cols > 512 * e
+
+
+@functools.cache
+def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
+    """(kernel, block, rows per block, grid cap) of a forward kernel for rows of ``cols``."""
+    k = kernel("norms", f"{name}<{CTYPE[dtype]}>")
+    r, y, tail = _row_block(_FWD_PACKS[dtype], dtype, cols)
+    wave = resident_blocks(k, r * y, dev)
+    # Rows longer than the register part re-read their tail: one wave keeps it in L2.
+    return k, (r, y), y, wave if tail else 4 * wave
+
+
+def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None:
+    cols = x.shape[-1]
+    rows = x.numel() // cols if cols else 0
+    if rows == 0:
+        return
+    k, block, per_block, cap = _forward_shape(name, x.dtype, cols, x.get_device())
+    k.launch(min(cdiv(rows, per_block), cap), block, (*args, rows, cols, eps))
+
+
+@functools.cache
+def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
+    k = kernel("norms", f"{name}<{CTYPE[dtype]}>")
+    r, y, _ = _row_block(_BWD_PACKS[dtype], dtype, cols)
+    return k, (r, y), y, resident_blocks(k, r * y, dev), kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
+
+
+def _launch_backward(name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple, **stats) -> None:
+    """One chunk of rows per block writes its column partials of the weight (and bias) gradient;
+    kk_column_sum adds them in chunk order (deterministic)."""
+    cols = x.shape[-1]
+    rows = x.numel() // cols if cols else 0
+    check_stats(f"kernelkit::{name[3:-4]}_backward", x, rows, **stats)
+    if rows == 0:
+        for g in grads:
+            g.zero_()
+        return
+    k, block, per_block, wave, column_sum = _backward_shape(name, x.dtype, cols, x.get_device())
+    chunks = min(cdiv(rows, per_block), wave)
+    rows_per_chunk = cdiv(rows, chunks)
+    chunks = cdiv(rows, rows_per_chunk)
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    partials = [torch.empty((chunks, cols), dtype=acc, device=x.device) for _ in grads]
+    k.launch(chunks, block, (*head, gx, *partials, rows, cols, rows_per_chunk))
+    for p, g in zip(partials, grads):
+        column_sum.launch(cdiv(cols, BLOCK), BLOCK, (p, g, chunks, cols))
+
+
 # ---------------------------------------------------------------- rms_norm
 
-rms_norm_backward = op(
+
+@op(
     "kernelkit::rms_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor rstd) -> (Tensor, Tensor)",
     inputs={
         "grad": TensorSpec(same_dtype_as="x", contiguous=True, make_contiguous=True, shape=("*", "N")),
@@ -45,8 +109,11 @@ rms_norm_backward = op(
         "rstd": TensorSpec(contiguous=True),
     },
     output=(like("x"), like("weight")),
-    device="cpu",
-)(lambda grad, x, weight, rstd, gx, gw: _native.cpu_rms_norm_bwd(grad, x, weight, rstd, gx, gw))
+    cpu=lambda grad, x, weight, rstd, gx, gw: _native.cpu_rms_norm_bwd(grad, x, weight, rstd, gx, gw),
+)
+def rms_norm_backward(grad, x, weight, rstd, grad_x, grad_weight):
+    """Gradients of rms_norm for x and weight, from the saved per-row rstd."""
+    _launch_backward("kk_rms_norm_bwd", x, (grad, x, weight, rstd, 0), grad_x, (grad_weight,), rstd=rstd)
 
 
 def _rms_setup(ctx, inputs, output):
@@ -66,8 +133,8 @@ _rms_norm = op(
     output=(like("x"), _STAT),
     backward=_rms_backward,
     setup_context=_rms_setup,
-    device="cpu",
-)(lambda x, weight, eps, y, rstd: _native.cpu_rms_norm_fwd(x, weight, y, rstd, eps))
+    cpu=lambda x, weight, eps, y, rstd: _native.cpu_rms_norm_fwd(x, weight, y, rstd, eps),
+)(lambda x, weight, eps, y, rstd: _launch_forward("kk_rms_norm_fwd", x, (x, weight, y, rstd), eps))
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -81,7 +148,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
 
 # ---------------------------------------------------------------- add_rms_norm
 
-add_rms_norm_backward = op(
+
+@op(
     "kernelkit::add_rms_norm_backward(Tensor grad, Tensor grad_residual, Tensor new_residual, Tensor weight, "
     "Tensor rstd) -> (Tensor, Tensor)",
     inputs={
@@ -92,8 +160,12 @@ add_rms_norm_backward = op(
         "rstd": TensorSpec(contiguous=True),
     },
     output=(like("new_residual"), like("weight")),
-    device="cpu",
-)(lambda g, gr, h, w, rstd, gh, gw: _native.cpu_add_rms_norm_bwd(g, gr, h, w, rstd, gh, gw))
+    cpu=lambda g, gr, h, w, rstd, gh, gw: _native.cpu_add_rms_norm_bwd(g, gr, h, w, rstd, gh, gw),
+)
+def add_rms_norm_backward(grad, grad_residual, new_residual, weight, rstd, grad_h, grad_weight):
+    """Gradients of add_rms_norm for h = x + residual (both inputs get it) and weight."""
+    head = (grad, new_residual, weight, rstd, grad_residual)
+    _launch_backward("kk_rms_norm_bwd", new_residual, head, grad_h, (grad_weight,), rstd=rstd)
 
 
 def _add_setup(ctx, inputs, output):
@@ -119,8 +191,8 @@ _add_rms_norm = op(
     output=(like("x"), like("x"), _STAT),
     backward=_add_backward,
     setup_context=_add_setup,
-    device="cpu",
-)(lambda x, res, w, eps, y, h, rstd: _native.cpu_add_rms_norm_fwd(x, res, w, y, h, rstd, eps))
+    cpu=lambda x, res, w, eps, y, h, rstd: _native.cpu_add_rms_norm_fwd(x, res, w, y, h, rstd, eps),
+)(lambda x, res, w, eps, y, h, rstd: _launch_forward("kk_add_rms_norm_fwd", x, (x, res, w, y, h, rstd), eps))
 
 
 def add_rms_norm(
@@ -136,7 +208,8 @@ def add_rms_norm(
 
 # ---------------------------------------------------------------- layer_norm
 
-layer_norm_backward = op(
+
+@op(
     "kernelkit::layer_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor mean, Tensor rstd) "
     "-> (Tensor, Tensor, Tensor)",
     inputs={
@@ -147,8 +220,12 @@ layer_norm_backward = op(
         "rstd": TensorSpec(contiguous=True),
     },
     output=(like("x"), like("weight"), like("weight")),
-    device="cpu",
-)(lambda g, x, w, m, r, gx, gw, gb: _native.cpu_layer_norm_bwd(g, x, w, m, r, gx, gw, gb))
+    cpu=lambda g, x, w, m, r, gx, gw, gb: _native.cpu_layer_norm_bwd(g, x, w, m, r, gx, gw, gb),
+)
+def layer_norm_backward(grad, x, weight, mean, rstd, grad_x, grad_weight, grad_bias):
+    """Gradients of layer_norm for x, weight and bias, from the saved per-row mean and rstd."""
+    head = (grad, x, weight, mean, rstd)
+    _launch_backward("kk_layer_norm_bwd", x, head, grad_x, (grad_weight, grad_bias), mean=mean, rstd=rstd)
 
 
 def _ln_setup(ctx, inputs, output):
@@ -168,8 +245,8 @@ _layer_norm = op(
     output=(like("x"), _STAT, _STAT),
     backward=_ln_backward,
     setup_context=_ln_setup,
-    device="cpu",
-)(lambda x, w, b, eps, y, mean, rstd: _native.cpu_layer_norm_fwd(x, w, b, y, mean, rstd, eps))
+    cpu=lambda x, w, b, eps, y, mean, rstd: _native.cpu_layer_norm_fwd(x, w, b, y, mean, rstd, eps),
+)(lambda x, w, b, eps, y, mean, rstd: _launch_forward("kk_layer_norm_fwd", x, (x, w, b, y, mean, rstd), eps))
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], eps: float = 1e-5) -> torch.Tensor:

@@ -1,22 +1,57 @@
-"""softmax and cross_entropy over the last dim. CPU implementations are Rust (kernelkit-ops); the
-CUDA kernels (kernels/softmax.cu) are registered once verified on a GPU."""
+"""softmax and cross_entropy over the last dim. CUDA kernels: kernels/softmax.cu; CPU implementations:
+Rust (kernelkit-ops)."""
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
 from kernelkit import _native
 from kernelkit.library import Out, TensorSpec, like, op
-from kernelkit.ops._runtime import FLOATS
+from kernelkit.ops._runtime import CTYPE, FLOATS, VEC, cdiv, check_stats, kernel, resident_blocks, smem_optin
 
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
+
+# ---------------------------------------------------------------- CUDA launch shapes (kernels/softmax.cu)
+# A short row is one warp's (8 rows per 256-thread block); a long row is one block's, which keeps
+# `packs` 16-byte packs per thread (per tensor) in registers and caches the rest of the row in shared
+# memory, up to the device's limit, so the second pass over it does not go back to L2 or DRAM.
+
+
+@functools.cache
+def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
+    """(kernel, block, rows per block, grid cap, dynamic shared memory)."""
+    k = kernel("softmax", f"{name}<{CTYPE[dtype]}>")
+    tensors, packs = (2, 2) if name == "kk_softmax_bwd" else (1, 4)
+    vec = VEC[dtype] if cols % VEC[dtype] == 0 else 1
+    pack_bytes = vec * torch.empty((), dtype=dtype).element_size()
+    nv = cols // vec
+    if nv <= packs * 32:
+        return k, 256, 8, resident_blocks(k, 256, dev), 0
+    block = min(max(cdiv(cdiv(nv, packs), 32) * 32, 128), 512)
+    smem = 0
+    if nv > packs * block:
+        room = smem_optin(dev) - k.attributes(dev)["shared_size_bytes"]
+        smem = min(room, (nv - packs * block) * tensors * pack_bytes) // (tensors * pack_bytes) * tensors * pack_bytes
+    return k, block, 1, resident_blocks(k, block, dev, smem), smem
+
+
+def _launch_softmax(name: str, x: torch.Tensor, args: tuple) -> None:
+    cols = x.shape[-1]
+    rows = x.numel() // cols if cols else 0
+    if rows == 0:
+        return
+    k, block, per_block, cap, smem = _softmax_shape(name, x.dtype, cols, x.get_device())
+    k.launch(min(cdiv(rows, per_block), cap), block, (*args, rows, cols), smem)
+
 
 softmax_backward = op(
     "kernelkit::softmax_backward(Tensor grad, Tensor y) -> Tensor",
     inputs={"grad": TensorSpec(same_dtype_as="y", contiguous=True, make_contiguous=True, shape=("*", "N")), "y": _X},
     output=like("y"),
-    device="cpu",
-)(lambda grad, y, gx: _native.cpu_softmax_bwd(grad, y, gx, y.shape[-1]) if y.numel() else None)
+    cpu=lambda grad, y, gx: _native.cpu_softmax_bwd(grad, y, gx, y.shape[-1]) if y.numel() else None,
+)(lambda grad, y, gx: _launch_softmax("kk_softmax_bwd", y, (grad, y, gx)))
 
 
 def _sm_setup(ctx, inputs, output):
@@ -34,8 +69,8 @@ _softmax = op(
     output=like("x"),
     backward=_sm_backward,
     setup_context=_sm_setup,
-    device="cpu",
-)(lambda x, y: _native.cpu_softmax_fwd(x, y, x.shape[-1]) if x.numel() else None)
+    cpu=lambda x, y: _native.cpu_softmax_fwd(x, y, x.shape[-1]) if x.numel() else None,
+)(lambda x, y: _launch_softmax("kk_softmax_fwd", x, (x, y)))
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -56,15 +91,49 @@ def _rows(**t):
     return (t["logits"].shape[0],)
 
 
-_LOGITS = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, ndim=2)
-_TARGET = TensorSpec(dtypes=(torch.int64,), contiguous=True, make_contiguous=True, ndim=1)
+_LOGITS = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("rows", "C"))
+_TARGET = TensorSpec(dtypes=(torch.int64,), contiguous=True, make_contiguous=True, shape=("rows",))
 
 
 def _ce_bwd_cpu(logits, target, lse, row_scale, ignore_index, label_smoothing, grad):
+    _check_ce_stats(logits, lse, row_scale)
     if logits.numel():
         _native.cpu_cross_entropy_bwd(
             logits, target, lse, row_scale, grad, logits.shape[1], ignore_index, label_smoothing
         )
+
+
+@functools.cache
+def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
+    """(kernel, block, rows per block, grid cap): a warp per row up to 1024 packs, else a block."""
+    k = kernel("softmax", f"{name}<{CTYPE[dtype]}>")
+    nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
+    block, per_block = (256, 8) if nv <= 1024 else (512, 1)  # kWarpRowPacks
+    waves = 4 if name == "kk_cross_entropy_bwd" else 1
+    return k, block, per_block, waves * resident_blocks(k, block, dev)
+
+
+def _launch_ce(name: str, logits: torch.Tensor, args: tuple, ignore_index: int, label_smoothing: float) -> None:
+    rows, cols = logits.shape
+    if rows == 0:
+        return
+    k, block, per_block, cap = _ce_shape(name, logits.dtype, cols, logits.get_device())
+    k.launch(min(cdiv(rows, per_block), cap), block, (*args, rows, cols, ignore_index, label_smoothing))
+
+
+def _check_ce_stats(logits, lse, row_scale):
+    rows = logits.shape[0]
+    check_stats("kernelkit::cross_entropy_backward", logits, rows, lse=lse)
+    if row_scale.numel() not in (1, rows) or row_scale.dtype != lse.dtype:
+        check_stats("kernelkit::cross_entropy_backward", logits, rows, row_scale=row_scale)
+
+
+def _ce_bwd_cuda(logits, target, lse, row_scale, ignore_index, label_smoothing, grad):
+    _check_ce_stats(logits, lse, row_scale)
+    stride = 0 if row_scale.numel() == 1 else 1
+    _launch_ce(
+        "kk_cross_entropy_bwd", logits, (logits, target, lse, row_scale, stride, grad), ignore_index, label_smoothing
+    )
 
 
 cross_entropy_backward = op(
@@ -77,8 +146,8 @@ cross_entropy_backward = op(
         "row_scale": TensorSpec(contiguous=True, make_contiguous=True),
     },
     output=like("logits"),
-    device="cpu",
-)(_ce_bwd_cpu)
+    cpu=_ce_bwd_cpu,
+)(_ce_bwd_cuda)
 
 
 def _ce_fwd_cpu(logits, target, ignore_index, label_smoothing, loss, lse):
@@ -86,6 +155,12 @@ def _ce_fwd_cpu(logits, target, ignore_index, label_smoothing, loss, lse):
     # validation here, which on a GPU would cost a device synchronization.
     if logits.shape[0]:
         _native.cpu_cross_entropy_fwd(logits, target, loss, lse, logits.shape[1], ignore_index, label_smoothing)
+
+
+def _ce_fwd_cuda(logits, target, ignore_index, label_smoothing, loss, lse):
+    # A target outside [0, C) (other than ignore_index) gives a NaN loss for its row: raising would
+    # need a device synchronization. The CPU implementation raises.
+    _launch_ce("kk_cross_entropy_fwd", logits, (logits, target, loss, lse), ignore_index, label_smoothing)
 
 
 def _ce_setup(ctx, inputs, output):
@@ -109,8 +184,8 @@ _cross_entropy = op(
     output=(Out(shape=_rows, dtype=_stat_dtype), Out(shape=_rows, dtype=_stat_dtype)),
     backward=_ce_backward,
     setup_context=_ce_setup,
-    device="cpu",
-)(_ce_fwd_cpu)
+    cpu=_ce_fwd_cpu,
+)(_ce_fwd_cuda)
 
 
 def cross_entropy(

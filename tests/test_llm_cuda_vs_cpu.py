@@ -1,0 +1,138 @@
+"""The CUDA and the Rust CPU implementations of the LLM ops agree, forward and backward, over the
+launch-shape regimes of the CUDA kernels: warp-per-row and block-per-row rows, rows with a streamed
+tail, the scalar path (odd widths, misaligned pointers) and the 16-byte vector path."""
+
+import pytest
+import torch
+
+import kernelkit.ops as K
+from kernelkit.ops import norms
+from kernelkit.ops.softmax import _cross_entropy, cross_entropy_backward, softmax_backward
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+TOL = {torch.float64: 1e-9, torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+# Row widths across the kernels' regimes (warp/block teams, register part, L2/shared-memory tails).
+WIDTHS = [1, 7, 64, 255, 256, 257, 1000, 4096, 4097, 8192, 16392, 65536, 262144]
+
+
+def rows_for(cols: int) -> int:
+    return max(2, min(96, 2**19 // cols))
+
+
+def rand(rows, cols, dtype, offset=0, scale=1.0):
+    """A CUDA tensor whose data pointer is ``offset`` elements past an allocation (misaligned if odd)."""
+    base = torch.empty(rows * cols + offset, dtype=dtype, device="cuda")
+    t = base[offset:].view(rows, cols)
+    t.copy_(torch.randn(rows, cols, dtype=torch.float64) * scale)
+    return t
+
+
+def agree(cuda_out, cpu_out, dtype, factor=1.0):
+    tol = TOL[dtype] * factor
+    torch.testing.assert_close(cuda_out.cpu().double(), cpu_out.double(), atol=tol, rtol=tol, equal_nan=True)
+
+
+def both(fn, *tensors):
+    """fn on the CUDA tensors and on CPU copies of them (other arguments passed as they are)."""
+    return fn(*tensors), fn(*(t.cpu() if isinstance(t, torch.Tensor) else t for t in tensors))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", WIDTHS)
+@pytest.mark.parametrize("offset", [0, 1])
+def test_norms(dtype, cols, offset):
+    rows = rows_for(cols)
+    x, r, g = (rand(rows, cols, dtype, offset) for _ in range(3))
+    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
+
+    (y, rstd), (yc, rstdc) = both(lambda *a: norms._rms_norm(*a, 1e-6), x, w)
+    agree(y, yc, dtype)
+    agree(rstd, rstdc, torch.float32 if dtype != torch.float64 else dtype)
+    # The weight gradient sums `rows` products: its tolerance grows with the row count.
+    (gx, gw), (gxc, gwc) = both(norms.rms_norm_backward, g, x, w, rstd)
+    agree(gx, gxc, dtype, 4)
+    agree(gw, gwc, dtype, 4 * rows**0.5)
+
+    (y, h, rstd), (yc, hc, rstdc) = both(lambda *a: norms._add_rms_norm(*a, 1e-6), x, r, w)
+    agree(y, yc, dtype)
+    agree(h, hc, dtype)
+    (gh, gw), (ghc, gwc) = both(norms.add_rms_norm_backward, g, r, h, w, rstd)
+    agree(gh, ghc, dtype, 4)
+    agree(gw, gwc, dtype, 4 * rows**0.5)
+
+    (y, mean, rstd), (yc, meanc, rstdc) = both(lambda *a: norms._layer_norm(*a, 1e-5), x, w, b)
+    agree(y, yc, dtype, 2)
+    (gx, gw, gb), (gxc, gwc, gbc) = both(norms.layer_norm_backward, g, x, w, mean, rstd)
+    agree(gx, gxc, dtype, 8)
+    agree(gw, gwc, dtype, 4 * rows**0.5)
+    agree(gb, gbc, dtype, 4 * rows**0.5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", WIDTHS)
+@pytest.mark.parametrize("offset", [0, 1])
+def test_softmax_and_cross_entropy(dtype, cols, offset):
+    rows = rows_for(cols)
+    x, g = rand(rows, cols, dtype, offset, scale=4), rand(rows, cols, dtype, offset)
+    x[0, : max(1, cols // 3)] = float("-inf")  # masked positions
+    y, yc = both(K.softmax, x)
+    agree(y, yc, dtype)
+    gx, gxc = both(softmax_backward, g, y)
+    agree(gx, gxc, dtype, 4)
+
+    target = torch.randint(0, cols, (rows,), device="cuda")
+    target[1] = -100
+    x[0] = torch.randn(cols, dtype=torch.float64).to(dtype)  # cross-entropy of a finite row
+    for smoothing in (0.0, 0.1):
+        (loss, lse), (lossc, lsec) = both(_cross_entropy, x, target, -100, smoothing)
+        agree(loss, lossc, torch.float32 if dtype != torch.float64 else dtype, 4)
+        agree(lse, lsec, torch.float32 if dtype != torch.float64 else dtype, 4)
+        scale = torch.rand(rows, dtype=lse.dtype, device="cuda")
+        grad, gradc = both(cross_entropy_backward, x, target, lse, scale, -100, smoothing)
+        agree(grad, gradc, dtype, 2)
+        assert not grad[1].any(), "an ignored row has a zero gradient"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 7, 255, 4097, 2**20 + 3])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_swiglu(dtype, n, offset):
+    gate, up, g = (rand(1, n, dtype, offset).view(n) for _ in range(3))
+    out, outc = both(K.swiglu, gate, up)
+    agree(out, outc, dtype)
+    (gg, gu), (ggc, guc) = both(K.swiglu_backward, g, gate, up)
+    agree(gg, ggc, dtype, 2)
+    agree(gu, guc, dtype, 2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(2, 3, 5, 128), (1, 2, 7, 6), (2, 1, 3, 2), (3, 4, 33, 64)])
+@pytest.mark.parametrize("per_batch_tables", [False, True])
+def test_rope(dtype, shape, per_batch_tables):
+    b, h, s, d = shape
+    q = rand(b * h * s, d, dtype).view(b, h, s, d)
+    cos = rand(b if per_batch_tables else 1, s * d, dtype).view(-1, s, d)
+    sin = rand(b if per_batch_tables else 1, s * d, dtype).view(-1, s, d)
+    from kernelkit.ops.activations import _rope
+
+    for backward in (False, True):
+        out, outc = both(_rope, q, cos, sin, backward)
+        agree(out, outc, dtype, 2)
+
+
+def test_backward_ops_reject_short_statistics():
+    x = torch.randn(4, 64, device="cuda")
+    w = torch.randn(64, device="cuda")
+    with pytest.raises(ValueError, match="'rstd' must hold 4 float32 values"):
+        norms.rms_norm_backward(x, x, w, torch.ones(3, device="cuda"))
+    with pytest.raises(ValueError, match="'lse'"):
+        cross_entropy_backward(
+            x,
+            torch.zeros(4, dtype=torch.long, device="cuda"),
+            torch.ones(2, device="cuda"),
+            torch.ones(4, device="cuda"),
+            -100,
+            0.0,
+        )
