@@ -56,6 +56,8 @@ def test_backward_cases_compute_the_same_gradients_for_every_impl(name):
     before = [a.clone() for a in inputs]
     grads = {}
     for impl, fn in case.impls.items():
+        if impl == "liger":  # Triton kernels: GPU only (the GPU test below compares them)
+            continue
         torch.manual_seed(0)  # the same random output gradients for every implementation
         call = case.prepare(fn, inputs)
         first, second = call(), call()  # timed repeatedly: the graph must survive its backward

@@ -79,7 +79,9 @@ def _causal_lm_loss(
     logits = logits.reshape(-1, vocab_size)
     shift_labels = shift_labels.reshape(-1).to(logits.device)
     reduction = "sum" if num_items_in_batch is not None else "mean"
-    loss = ops.cross_entropy(logits, shift_labels, ignore_index=ignore_index, reduction=reduction).float()
+    loss = ops.cross_entropy(
+        logits, shift_labels, ignore_index=ignore_index, reduction=reduction, out_dtype=torch.float32
+    )
     if reduction == "sum":
         loss = loss / (
             num_items_in_batch.to(loss.device) if torch.is_tensor(num_items_in_batch) else num_items_in_batch

@@ -4,6 +4,7 @@ Rust (kernelkit-ops)."""
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 import torch
 
@@ -194,10 +195,14 @@ def cross_entropy(
     ignore_index: int = -100,
     reduction: str = "mean",
     label_smoothing: float = 0.0,
+    *,
+    out_dtype: Optional[torch.dtype] = None,
 ) -> torch.Tensor:
     """Cross-entropy of logits (N, C) or (..., C) against int64 targets, as torch.nn.functional.cross_entropy
     (ignore_index, reduction "mean" | "sum" | "none", label_smoothing). The per-row loss and log-sum-exp
-    come from one pass; the gradient is written from them without materializing the softmax.
+    come from one pass; the gradient is written from them without materializing the softmax. The loss
+    is computed in float32 (float64 for float64 logits) and returned in the logits' dtype, as torch
+    does, or in ``out_dtype`` (e.g. float32 for bfloat16 logits, as Hugging Face's loss reports it).
 
     >>> loss = kernelkit.ops.cross_entropy(logits.view(-1, vocab), labels.view(-1))
     """
@@ -207,9 +212,10 @@ def cross_entropy(
         raise ValueError(f"kernelkit::cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     lead = logits.shape[:-1]
     loss, _ = _cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index, label_smoothing)
+    dtype = out_dtype or logits.dtype
     if reduction == "none":
-        return loss.reshape(lead).to(logits.dtype)
+        return loss.reshape(lead).to(dtype)
     if reduction == "sum":
-        return loss.sum().to(logits.dtype)
+        return loss.sum().to(dtype)
     count = (target != ignore_index).sum()
-    return (loss.sum() / count).to(logits.dtype)
+    return (loss.sum() / count).to(dtype)
