@@ -550,16 +550,6 @@ def test_cross_entropy_special_values(device, dtype, cols, smoothing):
     check_reference(case, (logits.to(device), t.to(device)), dtype, equal_nan=True, rowwise=True)
 
 
-_POS_INF_BUG = (
-    "CPU cross_entropy: a row with a +inf logit gives loss +inf (label_smoothing 0) and a gradient row that is "
-    "NaN only at the +inf entry (-1 at the target, 0 elsewhere); torch gives NaN for the loss and the whole "
-    "gradient row (the CPU logsumexp maps a +inf max to lse = +inf instead of NaN). kernels/softmax.cu gives NaN."
-)
-
-
-@pytest.mark.parametrize(
-    "device", [pytest.param("cpu", marks=pytest.mark.xfail(strict=True, reason=_POS_INF_BUG)), DEVICES[1]]
-)
 @pytest.mark.parametrize("smoothing", [0.0, SMOOTHING])
 def test_cross_entropy_positive_inf_logit(device, smoothing):
     """A +inf logit off the target: torch's loss and gradient row are NaN (as softmax's are for such a row)."""

@@ -76,10 +76,6 @@ pub(crate) trait Float: Real {
             Self::from_f64(self.to_f64().ln())
         }
     }
-    #[inline(always)]
-    fn is_infinite(self) -> bool {
-        self.to_f64().is_infinite()
-    }
     /// Larger of the two; a NaN `o` is skipped (callers propagate NaN through the arithmetic).
     #[inline(always)]
     fn max_of(self, o: Self) -> Self {

@@ -114,12 +114,17 @@ fn check_targets(
     Ok(())
 }
 
-/// `logsumexp` of a row, torch-style: the shift is the row max, or 0 when the max is
-/// infinite (so a row of all `-inf` gives `-inf` and a row holding `+inf` gives `+inf`).
+/// `logsumexp` of a row, torch-style: the shift is the row max, or 0 when the max is `-inf`
+/// (a row of all `-inf` gives `-inf`). A row holding `+inf` gives NaN, as torch's
+/// cross-entropy does (`inf - inf`), and so does the CUDA kernel.
 #[inline]
 fn logsumexp<C: Real>(xs: &[C]) -> C {
     let m = row_max(xs);
-    let shift = if m.is_infinite() { C::ZERO } else { m };
+    let shift = if m == C::from_f64(f64::NEG_INFINITY) {
+        C::ZERO
+    } else {
+        m
+    };
     shift + sum_zip(xs, xs, |a, _| (a - shift).exp()).ln()
 }
 
