@@ -848,22 +848,11 @@ class _CountOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_patched_llama_trains_one_step(device, monkeypatch):
-    """kernelkit.nn has no LLM modules yet, so the training step is a tiny Hugging Face Llama patched by
+def test_patched_llama_trains_one_step(device, monkeypatch, tiny_llama):
+    """A training step of a tiny Hugging Face Llama patched by
     kernelkit.patch (RMSNorm, SwiGLU MLP, rope, loss), against the unpatched model: loss, every parameter's
     gradient and the parameters after one SGD step."""
-    transformers = pytest.importorskip("transformers")
-    cfg = transformers.LlamaConfig(
-        vocab_size=128,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        attn_implementation="eager",
-    )
-    base = transformers.LlamaForCausalLM(cfg).float().to(device)
+    base = tiny_llama().to(device)
     patched = copy.deepcopy(base)
     ids = torch.randint(0, 128, (2, 16)).to(device)
     labels = ids.clone()

@@ -11,22 +11,7 @@ import kernelkit
 transformers = pytest.importorskip("transformers")
 
 
-def tiny_llama():
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        vocab_size=128,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        attn_implementation="eager",
-    )
-    return transformers.LlamaForCausalLM(cfg).float()
-
-
-def test_patch_reports_and_matches_the_unpatched_model():
+def test_patch_reports_and_matches_the_unpatched_model(tiny_llama):
     base = tiny_llama()
     patched = copy.deepcopy(base)
     report = kernelkit.patch(patched)
@@ -49,7 +34,7 @@ def test_patch_reports_and_matches_the_unpatched_model():
         torch.testing.assert_close(pp.grad, pb.grad, atol=5e-5, rtol=5e-4, msg=n)
 
 
-def test_training_losses_agree_over_steps():
+def test_training_losses_agree_over_steps(tiny_llama):
     base = tiny_llama()
     patched = copy.deepcopy(base)
     kernelkit.patch(patched)
@@ -69,7 +54,7 @@ def test_training_losses_agree_over_steps():
     assert max(abs(a - b) for a, b in zip(losses["base"], losses["patched"])) < 1e-4, losses
 
 
-def test_patch_leaves_unknown_modules_alone_and_unpatches():
+def test_patch_leaves_unknown_modules_alone_and_unpatches(tiny_llama):
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU())
     report = kernelkit.patch(model)
     assert report.replaced == {}
@@ -82,7 +67,7 @@ def test_patch_leaves_unknown_modules_alone_and_unpatches():
     assert all("forward" not in m.__dict__ for m in llama.modules())
 
 
-def test_patch_refuses_a_model_on_a_device_without_kernels(monkeypatch):
+def test_patch_refuses_a_model_on_a_device_without_kernels(monkeypatch, tiny_llama):
     model = tiny_llama()
     on_xpu = types.SimpleNamespace(device=torch.device("xpu"))
     monkeypatch.setattr(model, "parameters", lambda: iter([on_xpu]))
@@ -91,7 +76,7 @@ def test_patch_refuses_a_model_on_a_device_without_kernels(monkeypatch):
 
 
 @pytest.mark.gpu
-def test_patch_a_cuda_model():
+def test_patch_a_cuda_model(tiny_llama):
     model = tiny_llama().cuda()
     report = kernelkit.patch(model)
     assert report.replaced["RMSNorm -> kernelkit.ops.rms_norm"] > 0

@@ -194,7 +194,7 @@ def run(
             sets = _input_sets(case, size, dtype, device, l2)
             row: List[Result] = []
             for name, fn in impls.items():
-                label = "x".join(map(str, size))
+                head = (case.name, name, "x".join(map(str, size)), str(dtype).replace("torch.", ""), device)
                 calls: List[Callable] = []
                 try:
                     if case.prepare is not None:
@@ -220,11 +220,7 @@ def run(
                     gbps = nbytes / (ms * 1e-3) / 1e9 if nbytes else None
                     row.append(
                         Result(
-                            case.name,
-                            name,
-                            label,
-                            str(dtype).replace("torch.", ""),
-                            device,
+                            *head,
                             ms * 1e3,
                             host,
                             gbps,
@@ -236,11 +232,7 @@ def run(
                 except Exception as e:  # one failing implementation must not stop the run
                     row.append(
                         Result(
-                            case.name,
-                            name,
-                            label,
-                            str(dtype).replace("torch.", ""),
-                            device,
+                            *head,
                             math.nan,
                             math.nan,
                             None,

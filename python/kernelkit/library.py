@@ -314,7 +314,7 @@ class KernelOp:
     everything else (autograd, torch.compile, FakeTensor, vmap, profiling) goes through ``torch.ops``.
     """
 
-    def __init__(self, qualname: str, overload: Any, doc: Optional[str], fast: Optional[Callable] = None):
+    def __init__(self, qualname: str, overload: Any, doc: Optional[str], fast: Callable):
         self.qualname = qualname
         self.op = overload
         # The OpOverload's C++ callable: calling it directly skips OpOverload.__call__'s frame.
@@ -326,7 +326,7 @@ class KernelOp:
     def __call__(self, *args, **kwargs):
         if _is_compiling():  # dynamo traces the OpOverload, not its raw C++ callable
             return self.op(*args, **kwargs)
-        if kwargs or self._fast is None or _dispatcher_needed():
+        if kwargs or _dispatcher_needed():
             return self._dispatch(*args, **kwargs)
         out = self._fast(*args)
         return self._dispatch(*args) if out is _SLOW else out

@@ -149,15 +149,9 @@ fn nvrtc_version_for_key(disk: &DiskCache) -> Result<String> {
     }
     let note = format!("nvrtc-{}.txt", &ctx.finish()[..16]);
     let stamp = |p: &Path| {
-        std::fs::metadata(p).ok().map(|m| {
-            let mtime = m
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_nanos())
-                .unwrap_or(0);
-            format!("{}:{mtime}", m.len())
-        })
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| format!("{}:{}", m.len(), mtime_nanos(&m)))
     };
     if let Some(text) = disk.read_note(&note) {
         let lines: Vec<&str> = text.lines().collect();
@@ -176,6 +170,15 @@ fn nvrtc_version_for_key(disk: &DiskCache) -> Result<String> {
 }
 
 /// Stat-only fingerprint of the headers under the include dirs, so editing a header recompiles.
+/// A file's modification time in nanoseconds since the epoch (0 when unknown): part of cache keys.
+fn mtime_nanos(m: &std::fs::Metadata) -> u128 {
+    m.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
 fn include_fingerprint(k: &mut KeyBuilder, dirs: &[std::path::PathBuf]) {
     fn walk(k: &mut KeyBuilder, dir: &Path, depth: u32, budget: &mut u32) {
         let Ok(rd) = std::fs::read_dir(dir) else {
@@ -193,15 +196,9 @@ fn include_fingerprint(k: &mut KeyBuilder, dirs: &[std::path::PathBuf]) {
             if m.is_dir() && depth < 4 {
                 walk(k, &p, depth + 1, budget);
             } else if m.is_file() {
-                let mtime = m
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0);
                 k.field(p.as_os_str().as_encoded_bytes())
                     .field(m.len().to_le_bytes())
-                    .field(mtime.to_le_bytes());
+                    .field(mtime_nanos(&m).to_le_bytes());
             }
         }
     }

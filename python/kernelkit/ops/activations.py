@@ -14,7 +14,7 @@ from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, VEC, cdiv, kernel, resi
 
 
 @functools.cache
-def _grid_shape(expr: str, dtype: torch.dtype, dev: int, items_per_block: int):
+def _grid_shape(expr: str, dev: int, items_per_block: int):
     """(kernel, items per block, grid cap) of a grid-stride kernel: at most four waves of blocks."""
     k = kernel("activations", expr)
     return k, items_per_block, 4 * resident_blocks(k, BLOCK, dev)
@@ -26,7 +26,7 @@ def _launch_swiglu(name: str, unroll: int, args: tuple, x: torch.Tensor) -> None
         return
     dt = x.dtype
     per_thread = 1 if dt == torch.float64 else VEC[dt] * unroll
-    k, per_block, cap = _grid_shape(f"{name}<{CTYPE[dt]}>", dt, x.get_device(), BLOCK * per_thread)
+    k, per_block, cap = _grid_shape(f"{name}<{CTYPE[dt]}>", x.get_device(), BLOCK * per_thread)
     k.launch(min(cdiv(n, per_block), cap), BLOCK, (*args, n))
 
 
@@ -100,7 +100,7 @@ def _rope_cuda(x, cos, sin, backward, out):
     # One item is a pack of VEC column pairs (x[i], x[i + d/2]); two items per thread.
     vec = VEC[dt] if (d // 2) % VEC[dt] == 0 and stride % VEC[dt] == 0 else 1
     items = b * h * s * (d // 2) // vec
-    k, per_block, cap = _grid_shape(f"kk_rope<{CTYPE[dt]}, {int(backward)}>", dt, x.get_device(), BLOCK * 2)
+    k, per_block, cap = _grid_shape(f"kk_rope<{CTYPE[dt]}, {int(backward)}>", x.get_device(), BLOCK * 2)
     k.launch(min(cdiv(items, per_block), cap), BLOCK, (x, cos, sin, out, b, h, s, d, stride))
 
 

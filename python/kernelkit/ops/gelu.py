@@ -6,7 +6,7 @@ import torch
 
 from kernelkit import _native
 from kernelkit.library import TensorSpec, like, op
-from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, cdiv, flat_grid, kernel, sm_count
+from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, acc_dtype, cdiv, flat_grid, kernel, sm_count
 
 _APPROX = {"tanh": 1, "none": 0}
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
@@ -52,8 +52,7 @@ def _backward_cuda(grad, x, bias, approximate, grad_x, grad_bias):
     chunks = max(1, min(2 * 2 * sm_count(dev) // grid_x, cdiv(rows, 16), 64))
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)
-    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-    partial = torch.empty((chunks, cols), dtype=acc, device=x.device)
+    partial = torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device)
     kernel("gelu", f"kk_bias_gelu_bwd<{ctype}, {mode}>").launch(
         (grid_x, chunks), BLOCK, (grad, x, bias, grad_x, partial, rows, cols, rows_per_chunk)
     )

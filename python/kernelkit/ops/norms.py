@@ -14,14 +14,21 @@ import torch
 
 from kernelkit import _native
 from kernelkit.library import Out, TensorSpec, like, op
-from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, VEC, cdiv, check_stats, kernel, pow2ceil, resident_blocks
+from kernelkit.ops._runtime import (
+    BLOCK,
+    CTYPE,
+    FLOATS,
+    VEC,
+    acc_dtype,
+    cdiv,
+    check_stats,
+    kernel,
+    pow2ceil,
+    resident_blocks,
+)
 
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
 _W = TensorSpec(same_dtype_as="x", contiguous=True, make_contiguous=True, shape=("N",))
-
-
-def _stat_dtype(x: torch.Tensor) -> torch.dtype:
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 def _rows(**t):
@@ -29,7 +36,7 @@ def _rows(**t):
 
 
 def _stat(**t):
-    return _stat_dtype(t["x"])
+    return acc_dtype(t["x"].dtype)
 
 
 _STAT = Out(shape=_rows, dtype=_stat)
@@ -90,8 +97,7 @@ def _launch_backward(name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, 
     chunks = min(cdiv(rows, per_block), wave)
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)
-    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-    partials = [torch.empty((chunks, cols), dtype=acc, device=x.device) for _ in grads]
+    partials = [torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device) for _ in grads]
     k.launch(chunks, block, (*head, gx, *partials, rows, cols, rows_per_chunk))
     for p, g in zip(partials, grads):
         column_sum.launch(cdiv(cols, BLOCK), BLOCK, (p, g, chunks, cols))

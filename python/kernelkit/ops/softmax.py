@@ -10,7 +10,7 @@ import torch
 
 from kernelkit import _native
 from kernelkit.library import Out, TensorSpec, like, op
-from kernelkit.ops._runtime import CTYPE, FLOATS, VEC, cdiv, check_stats, kernel, resident_blocks, smem_optin
+from kernelkit.ops._runtime import CTYPE, FLOATS, VEC, acc_dtype, cdiv, check_stats, kernel, resident_blocks, smem_optin
 
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
 
@@ -26,7 +26,7 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
     k = kernel("softmax", f"{name}<{CTYPE[dtype]}>")
     tensors, packs = (2, 2) if name == "kk_softmax_bwd" else (1, 4)
     vec = VEC[dtype] if cols % VEC[dtype] == 0 else 1
-    pack_bytes = vec * torch.empty((), dtype=dtype).element_size()
+    pack_bytes = vec * (16 // VEC[dtype])  # 16 bytes on the vector path, one element otherwise
     nv = cols // vec
     if nv <= packs * 32:
         return k, 256, 8, resident_blocks(k, 256, dev), 0
@@ -85,7 +85,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 def _stat_dtype(**t) -> torch.dtype:
-    return torch.float64 if t["logits"].dtype == torch.float64 else torch.float32
+    return acc_dtype(t["logits"].dtype)
 
 
 def _rows(**t):
