@@ -4,7 +4,7 @@
 # Installs it, runs the whole test suite (GPU tests included), the benchmarks and the demo, and
 # writes logs and JSON reports to $OUT.
 #   usage: bash bench/gpu_run.sh [STEP ...]   (default: tests foundation ops demo)
-#   steps: tests foundation hostpath ops demo doctor sweep
+#   steps: tests foundation hostpath ops demo doctor sweep sweep-rows
 #          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes)
 #          llama (bench/llama_train.py on one GPU), ddp (the same under DDP on two GPUs)
 set -uo pipefail
@@ -26,6 +26,7 @@ for s in $steps; do
   case $s in
     tests) python3 -m pytest tests -q -rs -p no:cacheprovider -p no:logging 2>&1 | tee "$OUT/pytest.log" | tail -15; rc=$((rc | PIPESTATUS[0])) ;;
     sweep) python3 bench/grid_sweep.py 2>&1 | tee "$OUT/grid_sweep.log" ;;
+    sweep-rows) python3 bench/sweep_rows.py --out "$OUT/sweep_rows.json" 2>&1 | tee "$OUT/sweep_rows.log" | grep -v "^    " ;;
     doctor) python3 -m kernelkit doctor 2>&1 | tail -30 ;;
     hostpath) python3 bench/hostpath.py --out "$OUT/hostpath.json" 2>&1 | tail -40 ;;
     foundation) python3 bench/foundation.py --out "$OUT/foundation.json" 2>&1 | tail -25 ;;

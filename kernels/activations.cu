@@ -1,5 +1,6 @@
-// kernelkit activations: SwiGLU (forward, backward) and rotary position embedding (HF apply_rotary_pos_emb,
-// forward and backward), contiguous tensors, 64-bit indexing, math in A = kk::Acc<T>, one rounding to T.
+// kernelkit activations: SwiGLU (forward, backward) on contiguous tensors and rotary position embedding (HF
+// apply_rotary_pos_emb, forward and backward) on strided q and k (last dim contiguous), 64-bit indexing, math in
+// A = kk::Acc<T>, one rounding to T.
 //
 // sigmoid(v) is formed from m = exp(-|v|) in (0, 1] and r = 1/(1+m) (denominator in [1, 2]: no overflow,
 // no cancellation): s = v >= 0 ? r : m*r, 1 - s = v >= 0 ? m*r : r. float: expf + div.approx (<= 2 ulp);
@@ -156,50 +157,78 @@ __device__ __forceinline__ void swiglu(const T* a, const T* b, const T* c, T* o1
 }
 
 // ---------------------------------------------------------------- RoPE
-// Work item = one pair of packs (d, d + half) of one (b, h, s) row, d in [0, half) step W.
+// q and k in one pass. Work item = one pair of packs (d, d + half) of one (batch, head, seq) row, d in [0, half)
+// step W; heads [0, q_heads) are q's, [q_heads, H) k's (H = q_heads + k_heads). Items are numbered pack-fastest,
+// then by row, rows either heads inner ((b*seq + s)*H + head: Hugging Face's (batch, seq, heads, dim) memory order,
+// and consecutive rows share one cos/sin row) or seq inner ((b*H + head)*seq + s: contiguous (batch, heads, seq,
+// dim) memory order).
+
+// Element strides of (batch, head, seq, dim) of q, k, out_q, out_k; the dim stride is 1 (host-checked). Host packs
+// it with struct format "<16q".
+struct RopeStrides {
+  long long q[4], k[4], oq[4], ok[4];
+};
+static_assert(sizeof(RopeStrides) == 128, "kk_act::RopeStrides must match host struct \"<16q\"");
+
 struct RopeGeom {
-  long long hv;     // pair packs per row = half / W
-  long long seq, heads, dim, half, cbs;
+  long long hv;  // pair packs per row = half / W
+  long long heads, seq, q_heads, dim, half, cbs;
 };
 
-template <int BWD, int W, typename I, typename T>
-__device__ __forceinline__ void rope_items(const T* x, const T* cs, const T* sn, T* out, long long i0, long long bd,
-                                           int n, const RopeGeom& g) {
+// Offset of element (b, h, s, d) of q's or k's (isk) tensor; unsigned 32-bit math only when the kernel found that
+// every offset fits.
+template <typename I>
+__device__ __forceinline__ I rope_offset(const long long (&st)[4], const long long (&sk)[4], bool isk, I b, I h, I s,
+                                         I d) {
+  const I sb = (I)(isk ? sk[0] : st[0]), sh = (I)(isk ? sk[1] : st[1]), ss = (I)(isk ? sk[2] : st[2]);
+  return b * sb + h * sh + s * ss + d;
+}
+
+template <typename I> __device__ __forceinline__ I rope_div(I a, I b) {
+  if constexpr (sizeof(I) == 8) return (I)kk::udiv64(a, b);
+  else return a / b;
+}
+
+// HI: rows numbered heads inner, else seq inner (a template parameter: a runtime select costs the registers of
+// 16-bit types' second item in flight).
+template <int BWD, int W, bool HI, typename I, typename T>
+__device__ __forceinline__ void rope_items(const T* q, const T* k, const T* cs, const T* sn, T* oq, T* ok,
+                                           I i0, I bd, int n, const RopeGeom& g, const RopeStrides& st) {
   using A = acc_t<T>;
   constexpr int N = 2;  // items in flight: their x loads are issued first; cos/sin (L1/L2-resident, shared
                         // by all heads) are loaded per item, which keeps 16-bit types within 64 registers
   Vec<T, W> x1[N], x2[N];
-  long long xo[N], co[N];
+  T* op[N];
+  I co[N];
 #pragma unroll
-  for (int k = 0; k < N; ++k) {
-    if (k < n) {
-      const I i = (I)(i0 + k * bd);
-      I row, q;
-      if constexpr (sizeof(I) == 8) {
-        row = kk::udiv64(i, (I)g.hv);
-        q = kk::udiv64(row, (I)g.seq);
-      } else {
-        row = i / (I)g.hv;
-        q = row / (I)g.seq;
-      }
-      const I jp = i - row * (I)g.hv;
-      const I s = row - q * (I)g.seq;
-      const I b = sizeof(I) == 8 ? (I)kk::udiv64(q, (I)g.heads) : q / (I)g.heads;
-      xo[k] = (long long)row * g.dim + (long long)jp * W;
-      co[k] = (long long)b * g.cbs + (long long)s * g.dim + (long long)jp * W;
-      x1[k] = load_vec<W>(x + xo[k]);
-      x2[k] = load_vec<W>(x + xo[k] + g.half);
+  for (int u = 0; u < N; ++u) {
+    if (u < n) {
+      const I i = i0 + u * bd;
+      const I row = rope_div(i, (I)g.hv);
+      const I n1 = (I)(HI ? g.heads : g.seq), n2 = (I)(HI ? g.seq : g.heads);
+      const I t = rope_div(row, n1);
+      const I b = rope_div(t, n2);
+      const I jp = i - row * (I)g.hv, inner = row - t * n1, mid = t - b * n2;
+      const I hh = HI ? inner : mid, s = HI ? mid : inner;
+      const bool isk = hh >= (I)g.q_heads;
+      const I h = isk ? hh - (I)g.q_heads : hh;
+      const I d = jp * W;
+      const T* xp = (isk ? k : q) + rope_offset<I>(st.q, st.k, isk, b, h, s, d);
+      op[u] = (isk ? ok : oq) + rope_offset<I>(st.oq, st.ok, isk, b, h, s, d);
+      co[u] = b * (I)g.cbs + s * (I)g.dim + d;
+      x1[u] = load_vec<W>(xp);
+      x2[u] = load_vec<W>(xp + g.half);
     }
   }
 #pragma unroll
-  for (int k = 0; k < N; ++k) {
-    if (k < n) {
-      const Vec<T, W> c1 = load_vec<W>(cs + co[k]), c2 = load_vec<W>(cs + co[k] + g.half);
-      const Vec<T, W> s1 = load_vec<W>(sn + co[k]), s2 = load_vec<W>(sn + co[k] + g.half);
+  for (int u = 0; u < N; ++u) {
+    if (u < n) {
+      const Vec<T, W> c1 = load_vec<W>(cs + co[u]), c2 = load_vec<W>(cs + co[u] + g.half);
+      const Vec<T, W> s1 = load_vec<W>(sn + co[u]), s2 = load_vec<W>(sn + co[u] + g.half);
       A o1[W], o2[W];
 #pragma unroll
       for (int j = 0; j < W; ++j) {
-        const A a = to_acc(x1[k].v[j]), b = to_acc(x2[k].v[j]);
+        const A a = to_acc(x1[u].v[j]), b = to_acc(x2[u].v[j]);
         if constexpr (BWD) {
           // gx[d] = g[d] cos[d] + g[d+h] sin[d+h];  gx[d+h] = g[d+h] cos[d+h] - g[d] sin[d]
           o1[j] = kk::fma_acc(a, to_acc(c1.v[j]), b * to_acc(s2.v[j]));
@@ -210,31 +239,48 @@ __device__ __forceinline__ void rope_items(const T* x, const T* cs, const T* sn,
           o2[j] = kk::fma_acc(b, to_acc(c2.v[j]), a * to_acc(s2.v[j]));
         }
       }
-      store_vec<W>(out + xo[k], kk::acc_to_vec<T, W>(o1));
-      store_vec<W>(out + xo[k] + g.half, kk::acc_to_vec<T, W>(o2));
+      store_vec<W>(op[u], kk::acc_to_vec<T, W>(o1));
+      store_vec<W>(op[u] + g.half, kk::acc_to_vec<T, W>(o2));
     }
   }
 }
 
-// I = unsigned when every linear element index fits in 32 bits (cheap hardware division), else 64-bit.
-template <int BWD, int W, typename I, typename T>
-__device__ __forceinline__ void rope_run(const T* x, const T* cs, const T* sn, T* out, long long total,
-                                         const RopeGeom& g) {
+// I = unsigned when every element offset fits in 31 bits (cheap hardware division, 32-bit loop counters), else
+// 64-bit. The counters cannot wrap: i < total + step, step <= total and total < 2^30 on the 32-bit path.
+template <int BWD, int W, bool HI, typename I, typename T>
+__device__ __forceinline__ void rope_run(const T* q, const T* k, const T* cs, const T* sn, T* oq, T* ok,
+                                         long long total, const RopeGeom& g, const RopeStrides& st) {
   constexpr int U = sizeof(I) == 4 ? 2 : 1;  // 64-bit index math needs the registers of a second item
-  const long long bd = blockDim.x;
-  const long long step = (long long)gridDim.x * bd * U;
-  long long i = (long long)blockIdx.x * bd * U + threadIdx.x;
+  const long long first = (long long)blockIdx.x * blockDim.x * U + threadIdx.x;
+  if (first >= total) return;
+  const I bd = blockDim.x, n = (I)total;
+  const I step = (I)kk::min_ll((long long)gridDim.x * blockDim.x * U, total);
+  I i = (I)first;
 #pragma unroll 1
-  for (; i + (U - 1) * bd < total; i += step) rope_items<BWD, W, I>(x, cs, sn, out, i, bd, U, g);
-  if (U > 1 && i < total) rope_items<BWD, W, I>(x, cs, sn, out, i, bd, 1, g);  // <= U - 1 == 1 leftover item
+  for (; i + (U - 1) * bd < n; i += step) rope_items<BWD, W, HI, I>(q, k, cs, sn, oq, ok, i, bd, U, g, st);
+  if (U > 1 && i < n) rope_items<BWD, W, HI, I>(q, k, cs, sn, oq, ok, i, bd, 1, g, st);  // <= 1 leftover item
+}
+
+// One past the largest element offset of a (batch, heads, seq, dim) tensor with strides st (<= 0 when empty).
+__device__ __forceinline__ long long rope_extent(const long long (&st)[4], long long batch, long long heads,
+                                                 long long seq, long long dim) {
+  return (batch - 1) * st[0] + (heads - 1) * st[1] + (seq - 1) * st[2] + dim;
+}
+
+// OR of the strides of q, k, out_q and out_k over the dims of size > 1 (a size-1 dim's stride is never used).
+__device__ __forceinline__ long long rope_stride_bits(const long long (&st)[4], long long batch, long long heads,
+                                                      long long seq) {
+  return (batch > 1 ? st[0] : 0) | (heads > 1 ? st[1] : 0) | (seq > 1 ? st[2] : 0);
 }
 
 template <int BWD, int W, typename T>
-__device__ __forceinline__ void rope_dispatch(const T* x, const T* cs, const T* sn, T* out, long long rows,
-                                              const RopeGeom& g) {
-  // i + gridDim*blockDim*U may exceed total by < 2^32 before the loop exits: stay below 2^31 items.
-  if (rows * g.dim < 0x7fffffffll) rope_run<BWD, W, unsigned>(x, cs, sn, out, rows * g.hv, g);
-  else rope_run<BWD, W, unsigned long long>(x, cs, sn, out, rows * g.hv, g);
+__device__ __forceinline__ void rope_dispatch(const T* q, const T* k, const T* cs, const T* sn, T* oq, T* ok,
+                                              long long total, bool fits32, bool heads_inner, const RopeGeom& g,
+                                              const RopeStrides& st) {
+  if (fits32 && heads_inner) rope_run<BWD, W, true, unsigned>(q, k, cs, sn, oq, ok, total, g, st);
+  else if (fits32) rope_run<BWD, W, false, unsigned>(q, k, cs, sn, oq, ok, total, g, st);
+  else if (heads_inner) rope_run<BWD, W, true, unsigned long long>(q, k, cs, sn, oq, ok, total, g, st);
+  else rope_run<BWD, W, false, unsigned long long>(q, k, cs, sn, oq, ok, total, g, st);
 }
 
 }  // namespace kk_act
@@ -260,33 +306,58 @@ __global__ void __maxnreg__(64) kk_swiglu_bwd(const T* grad, const T* gate, cons
   kk_act::swiglu<true, sizeof(T) == 8 ? 1 : 2>(grad, gate, up, g_gate, g_up, n);
 }
 
-// RoPE on x, out [batch, heads, seq, dim] contiguous; cos/sin element (b, s, d) at b*cos_batch_stride + s*dim
-// + d (stride 0 broadcasts over batch); dim even (host-validated). out may be x (exact in place).
-//   BACKWARD = 0: out = x*cos + rotate_half(x)*sin
+// RoPE on q [batch, q_heads, seq, dim] and k [batch, k_heads, seq, dim] in one launch, into out_q and out_k of the
+// same shapes. Every tensor has its own (batch, head, seq) element strides (RopeStrides: any strides >= 0, 0
+// broadcasts an input, the outputs' elements must not overlap; the dim stride must be 1: the host makes an input
+// whose last dim is strided contiguous);
+// cos/sin element (b, s, d) at b*cos_batch_stride + s*dim + d (stride 0 broadcasts over batch); dim even
+// (host-validated). out_q may be q and out_k k (exact in place: same pointer and strides).
+//   BACKWARD = 0: out = x*cos + rotate_half(x)*sin                     (x = q, k)
 //   BACKWARD = 1: gx  = g*cos + cat((g*sin)[d/2:], -(g*sin)[:d/2])   (x = g)
+// heads_inner != 0 numbers the rows (b, s, head) (the host sets it when the heads lie closer together in memory
+// than the positions, as in Hugging Face's transposed (batch, seq, heads, dim) projections), else (b, head, s):
+// correct either way, the order only sets which rows a warp touches together (and shares a cos/sin row).
+// 32-bit index math when batch*(q_heads+k_heads)*seq*dim and every tensor's extent (largest offset + 1) are below
+// 2^31, else 64-bit (the kernel decides).
 // Launch: 1-D block of any size <= 1024 (256 recommended), 1-D grid of any size (grid-stride):
-//   items = batch*heads*seq*(dim/2)/W, W = VEC on the vector path ((dim/2) % VEC == 0,
-//   cos_batch_stride % VEC == 0, all pointers 16-byte aligned), else 1;
-//   grid = min(ceil(items / (256 * 2)), 4 * occ * num_SMs). No dynamic shared memory.
+//   items = batch*(q_heads+k_heads)*seq*(dim/2)/W, W = VEC on the vector path ((dim/2) % VEC == 0,
+//   cos_batch_stride % VEC == 0, the strides of every dim of size > 1 of q, k, out_q, out_k % VEC == 0, all six
+//   pointers 16-byte aligned), else 1 (the host sizes the grid from dim and cos_batch_stride alone: any grid is
+//   correct); grid = min(ceil(items / (256 * 2)), 4 * occ * num_SMs). No dynamic shared memory.
 template <typename T, int BACKWARD>
-__global__ void __maxnreg__(64) kk_rope(const T* x, const T* cos, const T* sin, T* out, long long batch,
-                                                long long heads, long long seq, long long dim,
-                                                long long cos_batch_stride) {
+__global__ void __maxnreg__(64) kk_rope(const T* q, const T* k, const T* cos, const T* sin, T* out_q, T* out_k,
+                                        long long batch, long long q_heads, long long k_heads, long long seq,
+                                        long long dim, long long cos_batch_stride, int heads_inner,
+                                        kk_act::RopeStrides strides) {
+  const long long heads = q_heads + k_heads;
   if (batch <= 0 || heads <= 0 || seq <= 0 || dim < 2) return;
   constexpr int V = kk::kVec<T>;
+  const kk_act::RopeStrides& st = strides;
   kk_act::RopeGeom g;
-  g.seq = seq;
   g.heads = heads;
+  g.seq = seq;
+  g.q_heads = q_heads;
   g.dim = dim;
   g.half = dim / 2;
   g.cbs = cos_batch_stride;
   const long long rows = batch * heads * seq;
-  if (g.half % V == 0 && cos_batch_stride % V == 0 &&
-      kk::aligned16(kk::addr(x) | kk::addr(cos) | kk::addr(sin) | kk::addr(out))) {
+  constexpr long long kMax32 = 0x7fffffffll;
+  // q (k) with no heads is never read or written: its extent is <= 0.
+  const bool fits32 = rows * dim < kMax32 && kk_act::rope_extent(st.q, batch, q_heads, seq, dim) < kMax32 &&
+                      kk_act::rope_extent(st.k, batch, k_heads, seq, dim) < kMax32 &&
+                      kk_act::rope_extent(st.oq, batch, q_heads, seq, dim) < kMax32 &&
+                      kk_act::rope_extent(st.ok, batch, k_heads, seq, dim) < kMax32 &&
+                      (batch - 1) * cos_batch_stride + seq * dim < kMax32;
+  const long long bits = cos_batch_stride | g.half | kk_act::rope_stride_bits(st.q, batch, q_heads, seq) |
+                         kk_act::rope_stride_bits(st.k, batch, k_heads, seq) |
+                         kk_act::rope_stride_bits(st.oq, batch, q_heads, seq) |
+                         kk_act::rope_stride_bits(st.ok, batch, k_heads, seq);
+  if (bits % V == 0 && kk::aligned16(kk::addr(q) | kk::addr(k) | kk::addr(cos) | kk::addr(sin) | kk::addr(out_q) |
+                                     kk::addr(out_k))) {
     g.hv = g.half / V;
-    kk_act::rope_dispatch<BACKWARD, V>(x, cos, sin, out, rows, g);
+    kk_act::rope_dispatch<BACKWARD, V>(q, k, cos, sin, out_q, out_k, rows * g.hv, fits32, heads_inner != 0, g, st);
   } else {
     g.hv = g.half;
-    kk_act::rope_dispatch<BACKWARD, 1>(x, cos, sin, out, rows, g);
+    kk_act::rope_dispatch<BACKWARD, 1>(q, k, cos, sin, out_q, out_k, rows * g.hv, fits32, heads_inner != 0, g, st);
   }
 }

@@ -30,7 +30,7 @@ using kk::Vec;
 constexpr int kR = 4;              // softmax fwd: row packs kept in registers per thread (16 registers)
 constexpr int kRB = 2;             // softmax bwd: row packs per tensor kept in registers per thread
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
-constexpr int kWarpRowPacks = 1024; // cross-entropy: warp-per-row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
+constexpr int kWarpRowPacks = 2048; // cross-entropy: warp-per-row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
 
 __device__ __forceinline__ float ex2_approx(float x) {  // 2^x; -inf -> 0, NaN -> NaN
   float r;
@@ -581,15 +581,16 @@ __device__ __forceinline__ void check_block() {
 // Launch: block B (multiple of 32, <= 512), 1-D grid of any size; dynamic shared memory optional.
 //   nv = cols / VEC on the vector path (cols % VEC == 0, x, y 16-byte aligned), else cols.
 //   nv <= 128 (32 * kR): warp per row (row in registers): B = 256, grid = min(ceil(rows / 8), occ * SMs).
-//   else: block per row, B = clamp(roundup(ceil(nv / 4), 32), 128, 512); up to kR = 4 packs per thread
-//         stay in registers (nv <= 4 * B), grid = min(rows, occ * SMs).
-//         Packs beyond 4 * B are streamed twice; give dynamic shared memory
-//         S = min(max_optin_smem - 1 KB, (nv - 4 * B) * VEC * sizeof(T)) and the first S bytes of them are
-//         re-read from shared memory instead of L2/DRAM (bf16 65536 cols at B = 512: 96 KB; fp32 65536:
-//         224 KB needed, ~padded by L2 re-reads beyond max_optin). Needs MAX_DYNAMIC_SHARED_SIZE attribute.
+//   else: block per row; up to kR = 4 packs per thread stay in registers, the next S bytes of the row in
+//         dynamic shared memory (S <= max_optin_smem - static), the rest (if any) is streamed twice (L2).
+//         Smaller blocks with more of the row in shared memory are faster (fewer warps per reduction):
+//         B = clamp(row bytes / 128, 128, 256), doubled while the row does not fit 4 * B packs + S;
+//         grid = rows (bench/sweep_rows.py, H200). Needs the MAX_DYNAMIC_SHARED_SIZE attribute (Kernel.launch).
 //   occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, B, S).
-template <typename T>
-__global__ void __launch_bounds__(512) kk_softmax_fwd(const T* x, T* y, long long rows, long long cols) {
+// MINB: minimum blocks per SM in __launch_bounds__ (2 caps registers at 64: float32 runs twice the
+// blocks per SM without spilling, 91-93% of copy against 70% at 4096-8192 columns; 16-bit types spill).
+template <typename T, int MINB = 1>
+__global__ void __launch_bounds__(512, MINB) kk_softmax_fwd(const T* x, T* y, long long rows, long long cols) {
   using A = typename kk::Acc<T>::type;
   __shared__ A red[2 * 32 * 2];
   if (rows <= 0 || cols <= 0) return;
@@ -623,8 +624,8 @@ __global__ void __launch_bounds__(512) kk_softmax_bwd(const T* gy, const T* y, T
 // kk_cross_entropy_fwd: lse[r] = logsumexp(logits[r, :]) (A), loss[r] as documented in the header
 // (0 for ignore_index, NaN for any other target outside [0, cols)). Single read of the logits.
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
-//   nv <= 1024 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), occ * SMs)
-//   else:      block per row, B = 512, grid = min(rows, occ * SMs)
+//   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
+//   else:      block per row, B = 512, grid = min(rows, 2 * occ * SMs)
 template <typename T>
 __global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long long* target,
                                                              typename kk::Acc<T>::type* loss,
@@ -645,7 +646,7 @@ __global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long
 // kk_cross_entropy_bwd: grad[r, c] = row_scale[r * scale_stride] * (exp(x - lse[r]) - ((1-ls)*[c == t] +
 // ls/cols)); rows with target == ignore_index get 0. grad may be logits (exact in place).
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
-//   nv <= 1024 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
+//   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = ceil(rows / 8)
 //   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
 template <typename T>
 __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long long* target,

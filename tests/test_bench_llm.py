@@ -106,6 +106,7 @@ def test_rope_reads_tokens_by_hidden_as_hugging_face_q_and_k():
     ref = _as_tuple(case.impls["torch"](q, k, cos, sin))
     for a, b in zip(y, ref):
         torch.testing.assert_close(a, b)
+        assert a.stride() == b.stride() == q.stride()  # read and written in that layout, as torch does
 
 
 def test_speedups_against_compile_and_liger_are_filled_and_rendered(capsys, monkeypatch):

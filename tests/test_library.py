@@ -156,3 +156,42 @@ def test_eager_fast_path_keeps_dispatcher_semantics():
     assert axpy(xr, y, 2.0).grad_fn is not None
     with torch.no_grad():
         assert axpy(xr, y, 2.0).grad_fn is None
+
+
+def _strides_seen(x, out):
+    out.copy_(x * 2)
+    _strides_seen.last = x.stride()
+
+
+rows_x2 = kernelkit.op(
+    "kktest::rows_x2(Tensor x) -> Tensor",
+    inputs={"x": TensorSpec(dtypes=FLOATS, last_dim_contiguous=True, make_contiguous=True, ndim=3)},
+    output=like("x"),
+    cpu=_strides_seen,
+)(_strides_seen)
+
+rows_x2_strict = kernelkit.op(
+    "kktest::rows_x2_strict(Tensor x) -> Tensor",
+    inputs={"x": TensorSpec(dtypes=FLOATS, last_dim_contiguous=True)},
+    output=like("x"),
+    cpu=_strides_seen,
+)(_strides_seen)
+
+
+def test_last_dim_contiguous_keeps_layouts_and_fixes_strided_last_dims():
+    """A transposed input reaches the launch as it is and its output gets its strides (torch.empty_like); an
+    input whose last dim is strided is made contiguous (make_contiguous) or refused, naming the argument."""
+    x = torch.randn(2, 5, 3, 4).select(2, 0).transpose(0, 1)  # (5, 2, 4): not dense, last dim contiguous
+    t = torch.randn(2, 5, 4).transpose(0, 1)  # (5, 2, 4): dense, not contiguous
+    for a in (x, t):
+        out = rows_x2(a)
+        assert _strides_seen.last == a.stride() and torch.equal(out, a * 2)
+        assert out.stride() == torch.empty_like(a).stride()
+    assert rows_x2(t).stride() == t.stride()
+    strided = torch.randn(5, 2, 8)[..., ::2]
+    assert torch.equal(rows_x2(strided), strided * 2) and _strides_seen.last == (8, 4, 1)
+    with pytest.raises(ValueError, match="argument 'x' must have stride 1 in its last dim"):
+        rows_x2_strict(strided)
+    assert torch.equal(rows_x2_strict(torch.tensor(3.0)), torch.tensor(6.0))  # 0-d: no last dim to check
+    torch.library.opcheck(rows_x2.op, (x,))
+    torch.library.opcheck(rows_x2.op, (t,))

@@ -107,19 +107,55 @@ def test_swiglu(dtype, n, offset):
     agree(gu, guc, dtype, 2)
 
 
+def rope_inputs(b, hq, hk, s, d, dtype, layout, offset=0):
+    """q (b, hq, s, d) and k (b, hk, s, d): "contiguous", or Hugging Face's transposed projections ("hf":
+    (b, s, h, d) memory viewed as (b, h, s, d)); ``offset`` elements past an allocation (misaligned if odd)."""
+    if layout == "hf":
+        return tuple(rand(b * s, h * d, dtype, offset).view(b, s, h, d).transpose(1, 2) for h in (hq, hk))
+    return tuple(rand(b * h * s, d, dtype, offset).view(b, h, s, d) for h in (hq, hk))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(2, 3, 5, 128), (1, 2, 7, 6), (2, 1, 3, 2), (3, 4, 33, 64)])
+@pytest.mark.parametrize("shape", [(2, 3, 2, 5, 128), (1, 2, 2, 7, 6), (2, 1, 1, 3, 2), (3, 4, 1, 33, 64)])
 @pytest.mark.parametrize("per_batch_tables", [False, True])
-def test_rope(dtype, shape, per_batch_tables):
-    b, h, s, d = shape
-    q = rand(b * h * s, d, dtype).view(b, h, s, d)
+@pytest.mark.parametrize("layout", ["contiguous", "hf"])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_rope(dtype, shape, per_batch_tables, layout, offset):
+    """q and k of (batch, q heads, k heads, seq, head_dim) in one launch, forward and backward."""
+    b, hq, hk, s, d = shape
+    q, k = rope_inputs(b, hq, hk, s, d, dtype, layout, offset)
     cos = rand(b if per_batch_tables else 1, s * d, dtype).view(-1, s, d)
     sin = rand(b if per_batch_tables else 1, s * d, dtype).view(-1, s, d)
     from kernelkit.ops.activations import _rope
 
     for backward in (False, True):
-        out, outc = both(_rope, q, cos, sin, backward)
-        agree(out, outc, dtype, 2)
+        (oq, ok), (oqc, okc) = both(_rope, q, k, cos, sin, backward)
+        agree(oq, oqc, dtype, 2)
+        agree(ok, okc, dtype, 2)
+        assert oq.stride() == q.stride() and ok.stride() == k.stride()
+
+
+@pytest.mark.parametrize("offset", [0, 1])
+@pytest.mark.parametrize("heads_first", [False, True])
+def test_rope_offsets_past_2_to_the_31(offset, heads_first):
+    """q's second batch lies 2**31 elements past its first (a 4 GiB buffer, few elements): the kernel's 64-bit
+    index path, vector (offset 0) and scalar (offset 1), with rows heads-inner (q's head stride below its seq
+    stride, as Hugging Face's) and seq-inner. Bitwise equal to the 32-bit path on a contiguous copy of q."""
+    from kernelkit.ops.activations import _rope
+
+    b, hq, hk, s, d = 2, 3, 2, 5, 16
+    base = torch.empty(2**31 + 2 * hq * s * d + offset, dtype=torch.float16, device="cuda")
+    head, seq = (d, hq * d) if heads_first else (s * d, d)
+    q = base[offset:].as_strided((b, hq, s, d), (2**31, head, seq, 1))
+    q.copy_(torch.randn(b, hq, s, d, dtype=torch.float64))
+    k = rope_inputs(b, hq, hk, s, d, torch.float16, "hf")[1]
+    cos, sin = rand(b, s * d, torch.float16).view(b, s, d), rand(b, s * d, torch.float16).view(b, s, d)
+    for backward in (False, True):
+        oq, ok = _rope(q, k, cos, sin, backward)
+        rq, rk = _rope(q.contiguous(), k, cos, sin, backward)
+        assert torch.equal(oq, rq) and torch.equal(ok, rk)
+    del base, q
+    torch.cuda.empty_cache()
 
 
 def test_backward_ops_reject_short_statistics():

@@ -405,6 +405,135 @@ def test_rope_empty_batch(device):
     check_reference(CASES["rope"], args, torch.float32)
 
 
+def rope_layout(t, layout):
+    """A copy of t in the layout attention code hands rope, for (batch, heads, seq, head_dim) tensors (others are
+    cloned): "contiguous"; "hf", Hugging Face's q_proj(x).view(b, s, h, d).transpose(1, 2) (dense, not
+    contiguous, last dim contiguous); "strided", every other head of a (b, s, 2h, d) buffer whose gaps hold NaN
+    (a slice of a fused projection: not dense, last dim contiguous), so that a kernel touching them shows it."""
+    t = t.detach()
+    if t.dim() != 4 or layout == "contiguous":
+        return t.clone()
+    b, h, s, d = t.shape
+    if layout == "hf":
+        return t.transpose(1, 2).contiguous().transpose(1, 2)
+    wide = torch.full((b, s, 2 * h, d), math.nan, dtype=t.dtype, device=t.device)
+    wide[:, :, ::2] = t.transpose(1, 2)
+    return wide[:, :, ::2].transpose(1, 2)
+
+
+def dense_layout(t):
+    """t's strides over its dims of size > 1 (a size-1 dim's stride is arbitrary)."""
+    return tuple(st for st, n in zip(t.stride(), t.shape) if n > 1)
+
+
+ROPE_LAYOUTS = ["hf", "strided"]
+ROPE_HEADS = [(4, 4), (4, 2), (4, 1), (1, 4)]  # (q heads, k heads): MHA, GQA, MQA, more k heads than q heads
+
+
+@pytest.mark.parametrize("heads", ROPE_HEADS, ids=lambda h: f"{h[0]}q{h[1]}k")
+@pytest.mark.parametrize("layout", ROPE_LAYOUTS)
+@pytest.mark.parametrize("head_dim", [6, 128])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rope_layouts(device, dtype, head_dim, layout, heads):
+    """q, k and the output gradients in attention's layouts: outputs and gradients bitwise those of contiguous
+    inputs (every element is computed by the same expression whatever the layout: the kernel reads the strides,
+    nothing is reduced), and laid out as torch lays out q * cos + rotate_half(q) * sin (for a dense input: its
+    own strides). head_dim 6 takes the scalar path, 128 the 16-byte one."""
+    hq, hk = heads
+    f = dict(dtype=dtype, device=device)
+    args = (rand(2, hq, 5, head_dim, **f), rand(2, hk, 5, head_dim, **f), rand(2, 5, head_dim, **f))
+    args += (rand(2, 5, head_dim, **f),)
+    outs, grads, cots = forward_backward(K.rope, args, (0, 1))
+    l_outs, l_grads, _ = forward_backward(K.rope, args, (0, 1), cots, prepare=lambda t: rope_layout(t, layout))
+    for what, a, b in [("output", o, lo) for o, lo in zip(outs, l_outs)] + [
+        ("grad", g, lg) for g, lg in zip(grads, l_grads)
+    ]:
+        assert torch.equal(a, b), f"{layout} {what} differs from the contiguous one"
+    for x, out in zip(args[:2], l_outs):
+        x = rope_layout(x, layout)
+        ref = ref_rope(x, x, args[2], args[3])[0]
+        assert dense_layout(out) == dense_layout(ref), f"output strides {out.stride()}, torch's {ref.stride()}"
+        if layout == "hf":
+            assert out.stride() == x.stride()
+
+
+@pytest.mark.parametrize("layout", ["contiguous", *ROPE_LAYOUTS])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rope_gqa(device, dtype, layout):
+    """Grouped-query attention's 16 q heads and 8 k heads in one call, against the float64 reference, forward
+    and both gradients, with cos/sin per batch."""
+    f = dict(dtype=dtype, device=device)
+    args = (rand(2, 16, 7, 64, **f), rand(2, 8, 7, 64, **f), rand(2, 7, 64, **f), rand(2, 7, 64, **f))
+    check_reference(CASES["rope"], tuple(rope_layout(a, layout) for a in args), dtype)
+
+
+@pytest.mark.parametrize("used", [0, 1], ids=["q", "k"])
+@pytest.mark.parametrize("layout", ["contiguous", "hf"])
+def test_rope_one_output_used(device, used, layout):
+    """Only one of the two outputs reaches the loss: the other's gradient is zero, the used one's correct."""
+    case = OpCase(
+        make=None,
+        kk=lambda q, k, c, s: (K.rope(q, k, c, s)[used],),
+        ref=lambda q, k, c, s: (ref_rope(q, k, c, s)[used],),
+        diff=(0, 1),
+    )
+    f = dict(device=device)
+    args = (rand(2, 4, 9, 16, **f), rand(2, 2, 9, 16, **f), rand(9, 16, **f), rand(9, 16, **f))
+    check_reference(case, tuple(rope_layout(a, layout) for a in args), torch.float32)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", *ROPE_LAYOUTS])
+def test_rope_gradcheck_and_gradgradcheck(device, layout):
+    """First and second derivatives in float64, with q and k in each layout: the backward is rope(backward=True),
+    and its own backward is rope again."""
+    f = dict(dtype=torch.float64, device=device)
+    q, k = rope_layout(rand(2, 3, 4, 8, **f), layout), rope_layout(rand(2, 1, 4, 8, **f), layout)
+    cos, sin = rand(2, 4, 8, **f), rand(2, 4, 8, **f)
+    leaves = (q.requires_grad_(), k.requires_grad_())
+    assert torch.autograd.gradcheck(lambda a, b: K.rope(a, b, cos, sin), leaves)
+    assert torch.autograd.gradgradcheck(lambda a, b: K.rope(a, b, cos, sin), leaves)
+
+
+@pytest.mark.parametrize("layout", ROPE_LAYOUTS)
+@pytest.mark.parametrize("backward", [False, True])
+def test_opcheck_rope_layouts(device, layout, backward):
+    """opcheck of kernelkit::rope on strided q and k (different head counts): the fake implementation's output
+    strides are the real ones'."""
+    f = dict(device=device)
+    q, k = rope_layout(rand(2, 4, 5, 8, **f), layout), rope_layout(rand(2, 2, 5, 8, **f), layout)
+    if not backward:
+        q, k = q.requires_grad_(), k.requires_grad_()
+    torch.library.opcheck(torch.ops.kernelkit.rope.default, (q, k, rand(5, 8, **f), rand(5, 8, **f), backward))
+
+
+def test_rope_compile_hf_layout(device):
+    """torch.compile(fullgraph=True) on Hugging Face's layout: the same values and output strides as eager."""
+    f = dict(device=device)
+    args = tuple(rope_layout(a, "hf") for a in (rand(2, 4, 6, 16, **f), rand(2, 2, 6, 16, **f)))
+    args += (rand(2, 6, 16, **f), rand(2, 6, 16, **f))
+    torch._dynamo.reset()
+    eager, compiled = K.rope(*args), torch.compile(K.rope, fullgraph=True)(*args)
+    for a, b in zip(eager, compiled):
+        assert torch.equal(a, b) and a.stride() == b.stride()
+
+
+@pytest.mark.gpu
+def test_rope_reads_hf_layout_in_place():
+    """Hugging Face's transposed q and k are not copied: the call allocates its two outputs and nothing else."""
+    f = dict(dtype=torch.bfloat16, device="cuda")
+    q = rope_layout(rand(2, 16, 64, 128, **f), "hf")
+    k = rope_layout(rand(2, 8, 64, 128, **f), "hf")
+    cos, sin = rand(2, 64, 128, **f), rand(2, 64, 128, **f)
+    K.rope(q, k, cos, sin)  # compiled and cached
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    oq, ok = K.rope(q, k, cos, sin)
+    grown = torch.cuda.max_memory_allocated() - before
+    assert grown == oq.nbytes + ok.nbytes, f"{grown} bytes allocated, outputs {oq.nbytes + ok.nbytes}"
+    assert oq.stride() == q.stride() and ok.stride() == k.stride()
+
+
 @pytest.mark.parametrize("layout", ["rows", "row"])
 @pytest.mark.parametrize("op", OPS)
 def test_large_sizes(device, op, layout):
@@ -654,6 +783,13 @@ def test_argument_errors(device):
     with pytest.raises(ValueError, match="even"):
         q = rand(1, 1, 4, 5, device=device)
         K.rope(q, q, rand(4, 5, device=device), rand(4, 5, device=device))
+    q, cos = rand(2, 4, 6, 8, device=device), rand(6, 8, device=device)
+    with pytest.raises(ValueError, match="argument 'k' has S=5 but 'q' has S=6"):  # q and k: one batch, seq, dim
+        K.rope(q, rand(2, 2, 5, 8, device=device), cos, cos)
+    with pytest.raises(ValueError, match="argument 'k' has dtype float64"):
+        K.rope(q, rand(2, 2, 6, 8, dtype=torch.float64, device=device), cos, cos)
+    with pytest.raises(ValueError, match="cos/sin must be"):
+        K.rope(q, q, rand(3, 6, 8, device=device), rand(3, 6, 8, device=device))
 
 
 # ---------------------------------------------------------------- determinism, autograd, registration, compile
@@ -718,7 +854,7 @@ def _opcheck_args(name, device):
     f = dict(device=device)
     x, g, g2, w, b = rand(4, 16, **f), rand(4, 16, **f), rand(4, 16, **f), rand(16, **f), rand(16, **f)
     t = targets(4, 16, device)
-    q, cos, sin = rand(2, 3, 5, 8, **f), rand(2, 5, 8, **f), rand(2, 5, 8, **f)
+    q, k, cos, sin = rand(2, 4, 5, 8, **f), rand(2, 2, 5, 8, **f), rand(2, 5, 8, **f), rand(2, 5, 8, **f)
     kk = torch.ops.kernelkit
 
     def grad(*ts):
@@ -752,9 +888,9 @@ def _opcheck_args(name, device):
     if name == "swiglu_backward":
         return (g, x, g2)
     if name == "rope":
-        return (*grad(q), cos, sin, False)
+        return (*grad(q, k), cos, sin, False)
     if name == "rope(backward=True)":
-        return (q, cos, sin, True)
+        return (q, k, cos, sin, True)
     raise KeyError(name)
 
 

@@ -54,6 +54,31 @@ def test_training_losses_agree_over_steps(tiny_llama):
     assert max(abs(a - b) for a, b in zip(losses["base"], losses["patched"])) < 1e-4, losses
 
 
+@pytest.mark.parametrize("heads", [(4, 2), (4, 4)], ids=["gqa", "mha"])
+def test_patched_rope_takes_the_attention_layout(heads):
+    """The replacement apply_rotary_pos_emb on q and k as LlamaAttention makes them (transposed projections,
+    fewer k heads under GQA): the original's values and output strides."""
+    from transformers.models.llama import modeling_llama
+
+    from kernelkit.patching import _make_rope
+
+    original = getattr(modeling_llama.apply_rotary_pos_emb, "_kernelkit_original", modeling_llama.apply_rotary_pos_emb)
+    calls = []
+    patched = _make_rope(lambda *a, **kw: calls.append(a) or "original")
+    (hq, hk), b, s, d = heads, 2, 7, 16
+    q = torch.randn(b, s, hq * d).view(b, s, hq, d).transpose(1, 2)
+    k = torch.randn(b, s, hk * d).view(b, s, hk, d).transpose(1, 2)
+    cos, sin = torch.randn(b, s, d), torch.randn(b, s, d)
+    for out, ref in zip(patched(q, k, cos, sin), original(q, k, cos, sin)):
+        torch.testing.assert_close(out, ref)
+        assert out.stride() == ref.stride()
+    assert not calls
+    # Tables narrower than head_dim (partial rotary) and mixed dtypes are left to the original.
+    assert patched(q, k, cos[..., : d // 2], sin[..., : d // 2]) == "original"
+    assert patched(q, k.double(), cos, sin) == "original"
+    assert len(calls) == 2
+
+
 def test_patch_leaves_unknown_modules_alone_and_unpatches(tiny_llama):
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU())
     report = kernelkit.patch(model)

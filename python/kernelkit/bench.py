@@ -474,8 +474,8 @@ def _llm_cases() -> List[Case]:
     (a (batch, seq, heads, 128) projection output viewed through transpose(1, 2)), seq = 4096 when
     tokens divide into it (else one sequence), heads = hidden / 128 (head_dim = hidden when 128 does
     not divide it), with cos and sin of (batch, seq, head_dim). That is the layout a Llama attention
-    hands apply_rotary_pos_emb: Liger rotates it in place, kernelkit.ops.rope copies q and k to
-    contiguous (batch, heads, seq, head_dim) first (as under kernelkit.patch), torch reads the strides.
+    hands apply_rotary_pos_emb: Liger rotates it in place; kernelkit.ops.rope (q and k in one launch,
+    as under kernelkit.patch) and torch read the strides and write outputs of the same layout.
 
     GB/s counts the fewest bytes each op must move (T = one (rows, cols) tensor; weights, biases and
     targets are counted, per-row statistics are not: a backward may recompute them):

@@ -35,6 +35,10 @@ class TensorSpec:
     dtypes: allowed dtypes (None: any). same_dtype_as: another argument whose dtype this one must match.
     device: "cuda", "cpu" or None (either; every tensor argument must still share one device).
     contiguous: require a contiguous tensor (else it is made contiguous when ``make_contiguous``).
+    last_dim_contiguous: require only stride 1 in the last dim, any strides elsewhere (a kernel that takes the
+    other strides, e.g. a transposed (batch, seq, heads, dim) -> (batch, heads, seq, dim) view); with
+    ``make_contiguous``, an input whose last dim is strided is made contiguous. A :func:`like` output of it
+    has its strides when it is dense (torch.empty_like).
     shape: dims by name or size, e.g. ("*", "N") for any leading dims then a last dim N; the same
     name must have the same size everywhere. ndim: exact number of dims.
     """
@@ -43,6 +47,7 @@ class TensorSpec:
     same_dtype_as: Optional[str] = None
     device: Optional[str] = None
     contiguous: bool = False
+    last_dim_contiguous: bool = False
     make_contiguous: bool = False
     shape: Optional[Tuple[Union[str, int], ...]] = None
     ndim: Optional[int] = None
@@ -89,7 +94,9 @@ def broadcast(*names: str) -> _Broadcast:
 
 
 def like(name: str) -> _Like:
-    """An output with the shape and dtype of input ``name`` (contiguous)."""
+    """An output with the shape and dtype of input ``name``: contiguous, or, when its spec is
+    ``last_dim_contiguous``, laid out as torch.empty_like lays it out (a dense input's strides; else dense
+    strides in the input's dim order), as torch's elementwise ops lay out their results."""
     return _Like(name)
 
 
@@ -147,6 +154,12 @@ class _Errors:
 
     def contiguous(self, name):
         _fail(self.op, f"argument '{name}' must be contiguous; call .contiguous() first")
+
+    def last_dim(self, name, t):
+        _fail(
+            self.op,
+            f"argument '{name}' must have stride 1 in its last dim, got strides {t.stride()}; call .contiguous() first",
+        )
 
 
 def _generate(
@@ -220,11 +233,21 @@ def _generate(
         if spec.contiguous:
             fix = f"{a} = {a}.contiguous()" if spec.make_contiguous else f"E.contiguous({a!r})"
             body.append(f"if not {a}.is_contiguous(): {fix}")
+        elif spec.last_dim_contiguous:
+            fix = f"{a} = {a}.contiguous()" if spec.make_contiguous else f"E.last_dim({a!r}, {a})"
+            # A 0-d tensor has no last dim and is taken as it is; the checks above already rule it out when
+            # the spec fixes at least one dim.
+            has_dims = bool(spec.ndim) or any(d != "*" for d in spec.shape or ())
+            guard = "" if has_dims else f"{a}.dim() and "
+            body.append(f"if {guard}{a}.stride(-1) != 1: {fix}")
 
     def empty_like_of(name: str) -> str:
         # The checks above made a contiguous-spec input contiguous, and empty_like of a contiguous
         # tensor is contiguous: the memory_format keyword (0.2-0.9 us of argument parsing) is not needed.
-        return f"empty_like({name})" if specs[name].contiguous else f"empty_like({name}, memory_format=contig)"
+        # A last_dim_contiguous input's output keeps its layout (empty_like's default, preserve_format).
+        spec = specs[name]
+        keep = spec.contiguous or spec.last_dim_contiguous
+        return f"empty_like({name})" if keep else f"empty_like({name}, memory_format=contig)"
 
     outs = []
     for k, o in enumerate(outputs):

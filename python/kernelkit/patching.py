@@ -54,7 +54,17 @@ def _mlp_forward(self, x: torch.Tensor) -> torch.Tensor:
 
 def _make_rope(original):
     def apply_rotary_pos_emb(q, k, cos, sin, *args, unsqueeze_dim: int = 1, **kwargs):
-        if args or kwargs or unsqueeze_dim != 1 or q.dtype != cos.dtype:
+        # ops.rope rotates q and k in one launch, reading the attention's transposed (batch, heads, seq, head_dim)
+        # projections in place, and returns them in that layout, as the original does. Other calls (another
+        # unsqueeze_dim, mixed dtypes, tables narrower than head_dim: partial rotary) keep the model's own math.
+        if (
+            args
+            or kwargs
+            or unsqueeze_dim != 1
+            or q.dtype != cos.dtype
+            or k.dtype != cos.dtype
+            or q.shape[-1] != cos.shape[-1]
+        ):
             return original(q, k, cos, sin, *args, unsqueeze_dim=unsqueeze_dim, **kwargs)
         return ops.rope(q, k, cos, sin)
 

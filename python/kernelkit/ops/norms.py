@@ -43,11 +43,18 @@ _STAT = Out(shape=_rows, dtype=_stat)
 
 # ---------------------------------------------------------------- CUDA launch shapes (kernels/norms.cu)
 # A block is (R, Y): R threads share a row, Y rows side by side. Each thread keeps E elements of its row
-# in registers (E = packs per thread x elements per pack; fewer packs in the backward, which holds two
-# tensors); R covers the row up to 512 threads, beyond that the rest of the row is streamed from L2.
-# Packs per thread (kNpFwd, kNpRmsBwd, kNpLnBwd in kernels/norms.cu), by dtype.
+# in registers (E = packs per thread x elements per pack); R covers the row up to 512 threads, beyond
+# that the rest of the row is streamed from L2 (the kernels' TAIL = true instantiations). Fewer threads
+# per row with more packs each is faster: the row's reduction crosses fewer warps (bench/sweep_rows.py).
+# Forward packs per thread (kNpFwd), and the kernel template suffix for rows held whole in registers
+# (NP, minimum blocks per SM in __launch_bounds__): 2 blocks cap registers at 64, which every forward
+# kernel fits without spills but LayerNorm in float32 (4 packs, 1 block: 97% of copy at 8192 columns).
 _FWD_PACKS = {torch.float32: 8, torch.float64: 4, torch.float16: 4, torch.bfloat16: 4}
-_BWD_PACKS = {torch.float32: 4, torch.float64: 4, torch.float16: 2, torch.bfloat16: 2}
+_FWD_FIT = {("kk_layer_norm_fwd", torch.float32): (4, 1)}
+# Backward packs per tensor: rows held whole keep the weight-gradient partials in shared memory and
+# afford 4 packs (kNpBwdFit); streamed rows accumulate them in registers (kNpRmsBwd, kNpLnBwd).
+_BWD_PACKS_FIT = {torch.float32: 4, torch.float64: 2, torch.float16: 4, torch.bfloat16: 4}
+_BWD_PACKS_TAIL = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
 
 
 def _row_block(packs: int, dtype: torch.dtype, cols: int) -> Tuple[int, int, bool]:
@@ -60,11 +67,16 @@ def _row_block(packs: int, dtype: torch.dtype, cols: int) -> Tuple[int, int, boo
 @functools.cache
 def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
     """(kernel, block, rows per block, grid cap) of a forward kernel for rows of ``cols``."""
-    k = kernel("norms", f"{name}<{CTYPE[dtype]}>")
-    r, y, tail = _row_block(_FWD_PACKS[dtype], dtype, cols)
-    wave = resident_blocks(k, r * y, dev)
-    # Rows longer than the register part re-read their tail: one wave keeps it in L2.
-    return k, (r, y), y, wave if tail else 4 * wave
+    packs, minb = _FWD_FIT.get((name, dtype), (_FWD_PACKS[dtype], 2))
+    r, y, tail = _row_block(packs, dtype, cols)
+    if tail:
+        packs = _FWD_PACKS[dtype]
+        r, y, _ = _row_block(packs, dtype, cols)
+        k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
+        # Rows longer than the register part re-read their tail: one wave keeps it in L2.
+        return k, (r, y), y, resident_blocks(k, r * y, dev)
+    k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}>")
+    return k, (r, y), y, 1 << 62  # one row group per block
 
 
 def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None:
@@ -78,9 +90,20 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
 
 @functools.cache
 def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
-    k = kernel("norms", f"{name}<{CTYPE[dtype]}>")
-    r, y, _ = _row_block(_BWD_PACKS[dtype], dtype, cols)
-    return k, (r, y), y, resident_blocks(k, r * y, dev), kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
+    """(kernel, block, rows per block, chunks in one wave, dynamic shared memory, column-sum kernel)."""
+    packs = _BWD_PACKS_FIT[dtype]
+    r, y, tail = _row_block(packs, dtype, cols)
+    smem = 0
+    if tail:
+        packs = _BWD_PACKS_TAIL[dtype]
+        r, y, _ = _row_block(packs, dtype, cols)
+        k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
+    else:
+        k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}>")
+        slots = 2 if name == "kk_layer_norm_bwd" else 1  # weight (and bias) partials per column and row group
+        smem = slots * y * cols * acc_dtype(dtype).itemsize
+    wave = resident_blocks(k, r * y, dev, smem)
+    return k, (r, y), y, wave, smem, kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
 
 
 def _launch_backward(name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple, **stats) -> None:
@@ -93,12 +116,12 @@ def _launch_backward(name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, 
         for g in grads:
             g.zero_()
         return
-    k, block, per_block, wave, column_sum = _backward_shape(name, x.dtype, cols, x.get_device())
+    k, block, per_block, wave, smem, column_sum = _backward_shape(name, x.dtype, cols, x.get_device())
     chunks = min(cdiv(rows, per_block), wave)
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)
     partials = [torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device) for _ in grads]
-    k.launch(chunks, block, (*head, gx, *partials, rows, cols, rows_per_chunk))
+    k.launch(chunks, block, (*head, gx, *partials, rows, cols, rows_per_chunk), smem)
     for p, g in zip(partials, grads):
         column_sum.launch(cdiv(cols, BLOCK), BLOCK, (p, g, chunks, cols))
 

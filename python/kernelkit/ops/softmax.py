@@ -18,24 +18,41 @@ _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*"
 # A short row is one warp's (8 rows per 256-thread block); a long row is one block's, which keeps
 # `packs` 16-byte packs per thread (per tensor) in registers and caches the rest of the row in shared
 # memory, up to the device's limit, so the second pass over it does not go back to L2 or DRAM.
+# Forward: small blocks (fewer warps per row reduction), one block per row, float32 compiled for two
+# blocks per SM (MINB); measured with bench/sweep_rows.py on an H200: 68-78% -> 73-93% of copy.
+
+
+def _row_cache(k, dev: int, block: int, nv: int, packs: int, tensors: int, pack_bytes: int) -> int:
+    """Dynamic shared memory for the packs of a row beyond the registers' ``packs * block``."""
+    if nv <= packs * block:
+        return 0
+    room = smem_optin(dev) - k.attributes(dev)["shared_size_bytes"]
+    unit = tensors * pack_bytes
+    return min(room, (nv - packs * block) * unit) // unit * unit
 
 
 @functools.cache
 def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
     """(kernel, block, rows per block, grid cap, dynamic shared memory)."""
-    k = kernel("softmax", f"{name}<{CTYPE[dtype]}>")
-    tensors, packs = (2, 2) if name == "kk_softmax_bwd" else (1, 4)
     vec = VEC[dtype] if cols % VEC[dtype] == 0 else 1
     pack_bytes = vec * (16 // VEC[dtype])  # 16 bytes on the vector path, one element otherwise
     nv = cols // vec
-    if nv <= packs * 32:
+    if name == "kk_softmax_bwd":
+        k = kernel("softmax", f"{name}<{CTYPE[dtype]}>")
+        if nv <= 2 * 32:
+            return k, 256, 8, resident_blocks(k, 256, dev), 0
+        block = min(max(cdiv(cdiv(nv, 2), 32) * 32, 128), 512)
+        smem = _row_cache(k, dev, block, nv, 2, 2, pack_bytes)
+        return k, block, 1, 2 * resident_blocks(k, block, dev, smem), smem
+    k = kernel("softmax", f"{name}<{CTYPE[dtype]}, {2 if dtype == torch.float32 else 1}>")
+    if nv <= 4 * 32:
         return k, 256, 8, resident_blocks(k, 256, dev), 0
-    block = min(max(cdiv(cdiv(nv, packs), 32) * 32, 128), 512)
-    smem = 0
-    if nv > packs * block:
-        room = smem_optin(dev) - k.attributes(dev)["shared_size_bytes"]
-        smem = min(room, (nv - packs * block) * tensors * pack_bytes) // (tensors * pack_bytes) * tensors * pack_bytes
-    return k, block, 1, resident_blocks(k, block, dev, smem), smem
+    block = min(max(cols * dtype.itemsize // 128, 128), 256)
+    while True:
+        smem = _row_cache(k, dev, block, nv, 4, 1, pack_bytes)
+        if block == 512 or nv <= 4 * block + smem // pack_bytes:
+            return k, block, 1, 1 << 62, smem
+        block *= 2
 
 
 def _launch_softmax(name: str, x: torch.Tensor, args: tuple) -> None:
@@ -106,12 +123,15 @@ def _ce_bwd_cpu(logits, target, lse, row_scale, ignore_index, label_smoothing, g
 
 @functools.cache
 def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
-    """(kernel, block, rows per block, grid cap): a warp per row up to 1024 packs, else a block."""
+    """(kernel, block, rows per block, grid cap): a warp per row up to 2048 packs, else a block; grid caps
+    from bench/sweep_rows.py (H200)."""
     k = kernel("softmax", f"{name}<{CTYPE[dtype]}>")
     nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
-    block, per_block = (256, 8) if nv <= 1024 else (512, 1)  # kWarpRowPacks
-    waves = 4 if name == "kk_cross_entropy_bwd" else 1
-    return k, block, per_block, waves * resident_blocks(k, block, dev)
+    warp_rows = nv <= 2048  # kWarpRowPacks
+    block, per_block = (256, 8) if warp_rows else (512, 1)
+    if name == "kk_cross_entropy_bwd":
+        return k, block, per_block, (1 << 62) if warp_rows else 4 * resident_blocks(k, block, dev)
+    return k, block, per_block, (4 if warp_rows else 2) * resident_blocks(k, block, dev)
 
 
 def _launch_ce(name: str, logits: torch.Tensor, args: tuple, ignore_index: int, label_smoothing: float) -> None:

@@ -1,0 +1,261 @@
+# ruff: noqa: B023, E731  (each lambda is timed before the loop moves on)
+"""Launch-shape sweep for the row kernels (norms, softmax, cross-entropy) at the issue-5 sizes.
+
+Times each kernel straight through Kernel.launch under several launch shapes and compile variants
+(minimum blocks per SM in __launch_bounds__, packs per thread), checks every variant's output against
+the shipped op's, and prints the best shape per case next to the shipped one. CUDA-event medians; the
+inputs (>= 128 MB) do not fit in L2. Writes JSON with --out.
+"""
+
+import argparse
+import importlib
+import json
+import re
+import statistics
+
+import torch
+
+import kernelkit
+from kernelkit import _native
+from kernelkit.ops import norms
+from kernelkit.ops._runtime import BLOCK, CTYPE, VEC, cdiv, sm_count
+
+SIZES = [(32768, 4096), (32768, 8192), (8192, 65536)]
+softmax = importlib.import_module("kernelkit.ops.softmax")  # the package exports a function of that name
+
+
+def median_us(fn, reps=25):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for s, e in ev:
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in ev) * 1e3
+
+
+_modules = {}
+
+
+def variant(family, minb=None):
+    """kernels/<family>.cu compiled with every __launch_bounds__(512) turned into (512, minb)."""
+    key = (family, minb)
+    if key not in _modules:
+        src = _native.op_source(f"{family}.cu")
+        if minb is not None:
+            src = re.sub(r"__launch_bounds__\(512\)", f"__launch_bounds__(512, {minb})", src)
+        _modules[key] = kernelkit.load_inline(
+            f"sweep_{family}_{minb}", src, headers={"common.cuh": _native.op_source("common.cuh")}
+        )
+    return _modules[key]
+
+
+def occ_wave(k, block, smem=0):
+    return max(1, k.occupancy(block, smem, 0)) * sm_count(0)
+
+
+def close(a, b):
+    return torch.allclose(a.float(), b.float(), rtol=2e-2, atol=2e-2)
+
+
+def sweep_norm_fwd(name, dtype, rows, cols, results):
+    x = torch.randn(rows, cols, dtype=dtype, device="cuda")
+    r = torch.randn_like(x)
+    w = torch.randn(cols, dtype=dtype, device="cuda")
+    b = torch.randn(cols, dtype=dtype, device="cuda")
+    y = torch.empty_like(x)
+    h = torch.empty_like(x)
+    st = torch.empty(rows, dtype=torch.float32, device="cuda")
+    st2 = torch.empty_like(st)
+    lib, args, nbytes = {
+        "kk_rms_norm_fwd": (lambda: norms._rms_norm(x, w, 1e-6), (x, w, y, st), 2 * x.nbytes),
+        "kk_add_rms_norm_fwd": (lambda: norms._add_rms_norm(x, r, w, 1e-6), (x, r, w, y, h, st), 4 * x.nbytes),
+        "kk_layer_norm_fwd": (lambda: norms._layer_norm(x, w, b, 1e-5), (x, w, b, y, st2, st), 2 * x.nbytes),
+    }[name]
+    ref = lib()[0]
+    case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
+    out = [("shipped", median_us(lib))]
+    vec = VEC[dtype]
+    for np_ in sorted({norms._FWD_PACKS[dtype], 4}):
+        e = np_ * vec
+        r0 = min(512, max(32, 1 << (cdiv(cols, e) - 1).bit_length()))
+        tail = cols > 512 * e
+        for minb in (None, 2):
+            if tail and minb:
+                continue
+            try:
+                mod = variant("norms", minb)
+                k = mod.kernel(f"{name}<{CTYPE[dtype]}, {str(tail).lower()}, {np_}>")
+            except Exception as ex:  # a variant that does not compile is reported, not fatal
+                out.append((f"NP{np_} lb{minb} compile error {str(ex)[:60]}", float("nan")))
+                continue
+            for rr in sorted({r0, min(512, 2 * r0)}):
+                wave = occ_wave(k, rr)
+                for gname, grid in (("full", rows), ("1wave", wave), ("2wave", 2 * wave), ("4wave", 4 * wave)):
+                    grid = min(grid, rows)
+                    fn = lambda: k.launch(grid, (rr, 1), (*args, rows, cols, 1e-6 if "rms" in name else 1e-5))
+                    fn()
+                    ok = close(y, ref)
+                    t = median_us(fn)
+                    out.append((f"NP{np_} lb{minb} R{rr} grid {gname}={grid}{'' if ok else ' WRONG'}", t))
+    report(case, out, nbytes, results)
+
+
+def sweep_norm_bwd(name, dtype, rows, cols, results):
+    x = torch.randn(rows, cols, dtype=dtype, device="cuda")
+    g = torch.randn_like(x)
+    w = torch.randn(cols, dtype=dtype, device="cuda")
+    gx = torch.empty_like(x)
+    ln = name == "kk_layer_norm_bwd"
+    if ln:
+        _, mean, rstd = norms._layer_norm(x, w, w, 1e-5)
+        lib = lambda: norms.layer_norm_backward(g, x, w, mean, rstd)
+        head = (g, x, w, mean, rstd)
+    else:
+        _, rstd = norms._rms_norm(x, w, 1e-6)
+        lib = lambda: norms.rms_norm_backward(g, x, w, rstd)
+        head = (g, x, w, rstd, 0)
+    ref = lib()[0]
+    case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
+    out = [("shipped", median_us(lib))]
+    vec = VEC[dtype]
+    cs = variant("norms").kernel(f"kk_column_sum<{CTYPE[dtype]}>")
+    dw = torch.empty_like(w)
+    for np_ in (4, 8) if dtype == torch.float32 else (4,):
+        e = np_ * vec
+        r0 = min(512, max(32, 1 << (cdiv(cols, e) - 1).bit_length()))
+        if cols > 512 * e:
+            continue
+        smem = (2 if ln else 1) * cols * 4
+        for maxreg in (128, 96):
+            k = variant("norms").kernel(f"{name}<{CTYPE[dtype]}, false, {np_}, {maxreg}>")
+            wave = occ_wave(k, r0, smem)
+            for mult in (1, 2):
+                chunks = min(rows, mult * wave)
+                rpc = cdiv(rows, chunks)
+                chunks = cdiv(rows, rpc)
+                parts = [torch.empty((chunks, cols), dtype=torch.float32, device="cuda") for _ in range(2 if ln else 1)]
+
+                def fn():
+                    k.launch(chunks, (r0, 1), (*head, gx, *parts, rows, cols, rpc), smem)
+                    for p in parts:
+                        cs.launch(cdiv(cols, BLOCK), BLOCK, (p, dw, chunks, cols))
+
+                fn()
+                ok = close(gx, ref)
+                label = f"NP{np_} maxreg{maxreg} R{r0} chunks {mult}wave={chunks}{'' if ok else ' WRONG'}"
+                out.append((label, median_us(fn)))
+    report(case, out, 3 * x.nbytes, results)
+
+
+def sweep_softmax(name, dtype, rows, cols, results):
+    x = torch.randn(rows, cols, dtype=dtype, device="cuda")
+    y = torch.softmax(x.float(), -1).to(dtype)
+    g = torch.randn_like(x)
+    o = torch.empty_like(x)
+    if name == "kk_softmax_fwd":
+        lib, args, nbytes, packs, tensors = (lambda: softmax._softmax(x)), (x, o), 2 * x.nbytes, 4, 1
+    else:
+        lib, args, nbytes, packs, tensors = (lambda: softmax.softmax_backward(g, y)), (g, y, o), 3 * x.nbytes, 2, 2
+    ref = lib()
+    case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
+    out = [("shipped", median_us(lib))]
+    nv = cols // VEC[dtype]
+    for minb in (None, 2):
+        k = variant("softmax", minb).kernel(f"{name}<{CTYPE[dtype]}>")
+        for block in (128, 256, 512):
+            if nv <= packs * 32:
+                continue
+            smem = 0
+            if nv > packs * block:
+                attrs = k.attributes(0)
+                room = _native.device_info(0)["max_shared_memory_per_block_optin"] - attrs["shared_size_bytes"]
+                smem = min(room, (nv - packs * block) * 16 * tensors) // (16 * tensors) * 16 * tensors
+            wave = occ_wave(k, block, smem)
+            for gname, grid in (("full", rows), ("1wave", wave), ("2wave", 2 * wave), ("4wave", 4 * wave)):
+                grid = min(grid, rows)
+                fn = lambda: k.launch(grid, block, (*args, rows, cols), smem)
+                fn()
+                ok = close(o, ref)
+                out.append((f"lb{minb} B{block} smem{smem} grid {gname}={grid}{'' if ok else ' WRONG'}", median_us(fn)))
+    report(case, out, nbytes, results)
+
+
+def sweep_ce(name, dtype, rows, cols, results):
+    x = torch.randn(rows, cols, dtype=dtype, device="cuda")
+    t = torch.randint(0, cols, (rows,), device="cuda")
+    loss, lse = softmax._cross_entropy(x, t, -100, 0.0)
+    o = torch.empty_like(x)
+    l2, s2 = torch.empty_like(loss), torch.empty_like(lse)
+    if name == "kk_cross_entropy_fwd":
+        lib, args, nbytes, got = (lambda: softmax._cross_entropy(x, t, -100, 0.0)), (x, t, l2, s2), x.nbytes, l2
+        ref = loss
+    else:
+        lib = lambda: softmax.cross_entropy_backward(x, t, lse, loss, -100, 0.0)
+        args, nbytes, got = (x, t, lse, loss, 1, o), 2 * x.nbytes, o
+        ref = lib()
+    case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
+    out = [("shipped", median_us(lib))]
+    nv = cols // VEC[dtype]
+    k = variant("softmax").kernel(f"{name}<{CTYPE[dtype]}>")
+    block, per = (256, 8) if nv <= 1024 else (512, 1)
+    wave = occ_wave(k, block)
+    for gname, grid in (("full", cdiv(rows, per)), ("1wave", wave), ("2wave", 2 * wave), ("4wave", 4 * wave)):
+        grid = min(grid, cdiv(rows, per))
+        fn = lambda: k.launch(grid, block, (*args, rows, cols, -100, 0.0))
+        fn()
+        ok = close(got, ref)
+        out.append((f"B{block} grid {gname}={grid}{'' if ok else ' WRONG'}", median_us(fn)))
+    report(case, out, nbytes, results)
+
+
+COPY = [None]
+
+
+def report(case, out, nbytes, results):
+    best = min((o for o in out if "WRONG" not in o[0] and o[1] == o[1]), key=lambda o: o[1])
+    pct = lambda us: 100 * nbytes / (us * 1e-6) / 1e9 / COPY[0]
+    shipped = f"shipped {out[0][1]:.0f} us ({pct(out[0][1]):.0f}%)"
+    print(f"{case}: {shipped}, best {best[1]:.0f} us ({pct(best[1]):.0f}%) {best[0]}", flush=True)
+    for label, us in out[1:]:
+        print(f"    {label:60s} {us:8.1f} us {pct(us):5.1f}%")
+    results.append({"case": case, "bytes": nbytes, "configs": [{"config": c, "us": u} for c, u in out]})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--only", nargs="*", default=["norm_bwd", "softmax", "ce"])
+    a = ap.parse_args()
+    src = torch.empty(2**28, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    COPY[0] = 2 * src.nbytes / (median_us(lambda: dst.copy_(src)) * 1e-6) / 1e9
+    print(f"copy {COPY[0]:.0f} GB/s", flush=True)
+    results = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for rows, cols in SIZES:
+            jobs = []
+            if "norm_fwd" in a.only:
+                jobs += [(sweep_norm_fwd, n) for n in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd")]
+            if "norm_bwd" in a.only:
+                jobs += [(sweep_norm_bwd, n) for n in ("kk_rms_norm_bwd", "kk_layer_norm_bwd")]
+            if "softmax" in a.only:
+                jobs += [(sweep_softmax, n) for n in ("kk_softmax_fwd", "kk_softmax_bwd")]
+            if "ce" in a.only:
+                jobs += [(sweep_ce, n) for n in ("kk_cross_entropy_fwd", "kk_cross_entropy_bwd")]
+            for fn, n in jobs:
+                try:
+                    fn(n, dtype, rows, cols, results)
+                except Exception as ex:
+                    print(f"{n} {dtype} {rows}x{cols}: FAILED {type(ex).__name__}: {str(ex)[:200]}", flush=True)
+                torch.cuda.empty_cache()
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"copy_gbps": COPY[0], "env": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
