@@ -624,8 +624,8 @@ __global__ void __launch_bounds__(512) kk_softmax_bwd(const T* gy, const T* y, T
 // kk_cross_entropy_fwd: lse[r] = logsumexp(logits[r, :]) (A), loss[r] as documented in the header
 // (0 for ignore_index, NaN for any other target outside [0, cols)). Single read of the logits.
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
-//   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
-//   else:      block per row, B = 512, grid = min(rows, 2 * occ * SMs)
+//   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), occ * SMs)
+//   else:      block per row, B = 512, grid = min(rows, occ * SMs)
 template <typename T>
 __global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long long* target,
                                                              typename kk::Acc<T>::type* loss,
@@ -646,7 +646,7 @@ __global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long
 // kk_cross_entropy_bwd: grad[r, c] = row_scale[r * scale_stride] * (exp(x - lse[r]) - ((1-ls)*[c == t] +
 // ls/cols)); rows with target == ignore_index get 0. grad may be logits (exact in place).
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
-//   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = ceil(rows / 8)
+//   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
 template <typename T>
 __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long long* target,

@@ -52,26 +52,35 @@ _STAT = Out(shape=_rows, dtype=_stat)
 _FWD_PACKS = {torch.float32: 8, torch.float64: 4, torch.float16: 4, torch.bfloat16: 4}
 _FWD_FIT = {("kk_layer_norm_fwd", torch.float32): (4, 1)}
 # Backward packs per tensor: rows held whole keep the weight-gradient partials in shared memory and
-# afford 4 packs (kNpBwdFit); streamed rows accumulate them in registers (kNpRmsBwd, kNpLnBwd).
+# afford 4 packs (kNpBwdFit); streamed rows accumulate them in registers (kNpRmsBwd, kNpLnBwd). For
+# 16-bit types the shared-memory kernel ran 20-25% slower in `kernelkit bench llm` (bench/NOTES.md), so
+# they keep the register-partials kernel (TAIL = true also serves rows that fit).
 _BWD_PACKS_FIT = {torch.float32: 4, torch.float64: 2, torch.float16: 4, torch.bfloat16: 4}
 _BWD_PACKS_TAIL = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
 
 
-def _row_block(packs: int, dtype: torch.dtype, cols: int) -> Tuple[int, int, bool]:
+def _vector_path(cols: int, dtype: torch.dtype, tensors: tuple) -> bool:
+    """Whether the kernel takes its 16-byte path: the width a multiple of VEC and every pointer aligned.
+    The host must not assume it when the kernel will not: a row held whole on the vector path does not
+    fit the scalar path's registers (the TAIL = false kernels trap then)."""
+    return cols % VEC[dtype] == 0 and not any(t.data_ptr() % 16 for t in tensors if isinstance(t, torch.Tensor))
+
+
+def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[int, int, bool]:
     """(R, Y, whether rows have a streamed tail)."""
-    e = packs * VEC[dtype] if cols % VEC[dtype] == 0 else packs
+    e = packs * VEC[dtype] if vec else packs
     r = min(pow2ceil(cdiv(cols, e)), 512)
     return r, max(1, 128 // r), cols > 512 * e
 
 
 @functools.cache
-def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
+def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool):
     """(kernel, block, rows per block, grid cap) of a forward kernel for rows of ``cols``."""
     packs, minb = _FWD_FIT.get((name, dtype), (_FWD_PACKS[dtype], 2))
-    r, y, tail = _row_block(packs, dtype, cols)
+    r, y, tail = _row_block(packs, dtype, cols, vec)
     if tail:
         packs = _FWD_PACKS[dtype]
-        r, y, _ = _row_block(packs, dtype, cols)
+        r, y, _ = _row_block(packs, dtype, cols, vec)
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
         # Rows longer than the register part re-read their tail: one wave keeps it in L2.
         return k, (r, y), y, resident_blocks(k, r * y, dev)
@@ -84,19 +93,20 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
     rows = x.numel() // cols if cols else 0
     if rows == 0:
         return
-    k, block, per_block, cap = _forward_shape(name, x.dtype, cols, x.get_device())
+    vec = _vector_path(cols, x.dtype, args)
+    k, block, per_block, cap = _forward_shape(name, x.dtype, cols, x.get_device(), vec)
     k.launch(min(cdiv(rows, per_block), cap), block, (*args, rows, cols, eps))
 
 
 @functools.cache
-def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
+def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool):
     """(kernel, block, rows per block, chunks in one wave, dynamic shared memory, column-sum kernel)."""
     packs = _BWD_PACKS_FIT[dtype]
-    r, y, tail = _row_block(packs, dtype, cols)
+    r, y, tail = _row_block(packs, dtype, cols, vec)
     smem = 0
-    if tail:
+    if tail or dtype.itemsize == 2:  # 16-bit: the register-partials kernel measured faster in the bench
         packs = _BWD_PACKS_TAIL[dtype]
-        r, y, _ = _row_block(packs, dtype, cols)
+        r, y, _ = _row_block(packs, dtype, cols, vec)
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
     else:
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}>")
@@ -116,7 +126,8 @@ def _launch_backward(name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, 
         for g in grads:
             g.zero_()
         return
-    k, block, per_block, wave, smem, column_sum = _backward_shape(name, x.dtype, cols, x.get_device())
+    vec = _vector_path(cols, x.dtype, (*head, gx))
+    k, block, per_block, wave, smem, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec)
     chunks = min(cdiv(rows, per_block), wave)
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)

@@ -123,15 +123,13 @@ def _ce_bwd_cpu(logits, target, lse, row_scale, ignore_index, label_smoothing, g
 
 @functools.cache
 def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
-    """(kernel, block, rows per block, grid cap): a warp per row up to 2048 packs, else a block; grid caps
-    from bench/sweep_rows.py (H200)."""
+    """(kernel, block, rows per block, grid cap): a warp per row up to 2048 packs, else a block."""
     k = kernel("softmax", f"{name}<{CTYPE[dtype]}>")
     nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
     warp_rows = nv <= 2048  # kWarpRowPacks
     block, per_block = (256, 8) if warp_rows else (512, 1)
-    if name == "kk_cross_entropy_bwd":
-        return k, block, per_block, (1 << 62) if warp_rows else 4 * resident_blocks(k, block, dev)
-    return k, block, per_block, (4 if warp_rows else 2) * resident_blocks(k, block, dev)
+    waves = 4 if name == "kk_cross_entropy_bwd" else 1
+    return k, block, per_block, waves * resident_blocks(k, block, dev)
 
 
 def _launch_ce(name: str, logits: torch.Tensor, args: tuple, ignore_index: int, label_smoothing: float) -> None:
