@@ -5,25 +5,15 @@ Times kk_muladd and kk_bias_gelu_fwd on 64M elements directly through Kernel.lau
 several grid sizes, next to torch.compile of the same math. Median of CUDA-event timings.
 """
 
-import statistics
-
 import torch
 import torch.nn.functional as F
 
+from kernelkit.bench import _gpu_median_ms
 from kernelkit.ops._runtime import CTYPE, kernel, sm_count
 
 
 def median_us(fn, reps=40):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for s, e in ev:
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in ev) * 1e3
+    return _gpu_median_ms([fn], reps=reps) * 1e3
 
 
 def main():

@@ -11,12 +11,12 @@ import argparse
 import importlib
 import json
 import re
-import statistics
 
 import torch
 
 import kernelkit
 from kernelkit import _native
+from kernelkit.bench import _gpu_median_ms
 from kernelkit.ops import norms
 from kernelkit.ops._runtime import BLOCK, CTYPE, VEC, cdiv, sm_count
 
@@ -25,16 +25,7 @@ softmax = importlib.import_module("kernelkit.ops.softmax")  # the package export
 
 
 def median_us(fn, reps=25):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for s, e in ev:
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in ev) * 1e3
+    return _gpu_median_ms([fn], reps=reps, warmup=3) * 1e3
 
 
 _modules = {}
@@ -121,33 +112,27 @@ def sweep_norm_bwd(name, dtype, rows, cols, results):
     ref = lib()[0]
     case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
     out = [("shipped", median_us(lib))]
-    vec = VEC[dtype]
+    np_ = norms._BWD_PACKS[dtype]
+    r0 = min(512, max(32, 1 << (cdiv(cols, np_ * VEC[dtype]) - 1).bit_length()))
+    k = variant("norms").kernel(f"{name}<{CTYPE[dtype]}>")
     cs = variant("norms").kernel(f"kk_column_sum<{CTYPE[dtype]}>")
     dw = torch.empty_like(w)
-    for np_ in (4, 8) if dtype == torch.float32 else (4,):
-        e = np_ * vec
-        r0 = min(512, max(32, 1 << (cdiv(cols, e) - 1).bit_length()))
-        if cols > 512 * e:
-            continue
-        smem = (2 if ln else 1) * cols * 4
-        for maxreg in (128, 96):
-            k = variant("norms").kernel(f"{name}<{CTYPE[dtype]}, false, {np_}, {maxreg}>")
-            wave = occ_wave(k, r0, smem)
-            for mult in (1, 2):
-                chunks = min(rows, mult * wave)
-                rpc = cdiv(rows, chunks)
-                chunks = cdiv(rows, rpc)
-                parts = [torch.empty((chunks, cols), dtype=torch.float32, device="cuda") for _ in range(2 if ln else 1)]
+    for rr in sorted({r0, min(512, 2 * r0)}):
+        wave = occ_wave(k, rr)
+        for mult in (1, 2, 4):
+            chunks = min(rows, mult * wave)
+            rpc = cdiv(rows, chunks)
+            chunks = cdiv(rows, rpc)
+            parts = [torch.empty((chunks, cols), dtype=torch.float32, device="cuda") for _ in range(2 if ln else 1)]
 
-                def fn():
-                    k.launch(chunks, (r0, 1), (*head, gx, *parts, rows, cols, rpc), smem)
-                    for p in parts:
-                        cs.launch(cdiv(cols, BLOCK), BLOCK, (p, dw, chunks, cols))
+            def fn():
+                k.launch(chunks, (rr, 1), (*head, gx, *parts, rows, cols, rpc))
+                for p in parts:
+                    cs.launch(cdiv(cols, BLOCK), BLOCK, (p, dw, chunks, cols))
 
-                fn()
-                ok = close(gx, ref)
-                label = f"NP{np_} maxreg{maxreg} R{r0} chunks {mult}wave={chunks}{'' if ok else ' WRONG'}"
-                out.append((label, median_us(fn)))
+            fn()
+            ok = close(gx, ref)
+            out.append((f"R{rr} chunks {mult}wave={chunks}{'' if ok else ' WRONG'}", median_us(fn)))
     report(case, out, 3 * x.nbytes, results)
 
 

@@ -23,17 +23,12 @@ def _cu13():
 
 
 # Small spills accepted where the launch is measured faster than the spill-free alternative
-# (bench/sweep_rows.py on an H200), or where the host never launches the instantiation. Bytes, per arch.
+# (bench/sweep_rows.py on an H200), or where the host never launches the instantiation. Bytes, any arch.
 ALLOWED_SPILL = {
     # 64 registers (two blocks per SM): 91-93% of copy at 4096-8192 columns, 70% at 116 registers.
-    ("kk_softmax_fwd<float, 2>", "sm_90"): 32,
-    ("kk_softmax_fwd<float, 2>", "sm_80"): 32,
+    "kk_softmax_fwd<float, 2>": 32,
     # Not launched: float32 LayerNorm rows held whole use <float, false, 4, 1> (ops/norms.py).
-    ("kk_layer_norm_fwd<float, false>", "sm_90"): 16,
-    ("kk_layer_norm_fwd<float, false>", "sm_80"): 16,
-    # 4 packs per tensor with shared-memory partials: 8-11% faster than 2 spill-free packs at 8192 columns.
-    ("kk_rms_norm_bwd<__nv_bfloat16, false>", "sm_90"): 24,
-    ("kk_rms_norm_bwd<__nv_bfloat16, false>", "sm_80"): 24,
+    "kk_layer_norm_fwd<float, false>": 16,
 }
 
 
@@ -50,8 +45,9 @@ def instantiations():
     ]
     gelu = [f"{k}<{t}, {a}>" for k in ("kk_bias_gelu_fwd", "kk_bias_gelu_bwd") for t in TYPES for a in (0, 1)]
     gelu += [f"kk_column_sum<{t}>" for t in TYPES]
-    row_norms = ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd", "kk_rms_norm_bwd", "kk_layer_norm_bwd")
-    norms = [f"{k}<{t}, {tail}>" for k in row_norms for t in TYPES for tail in ("false", "true")]
+    fwd = ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd")
+    norms = [f"{k}<{t}, {tail}>" for k in fwd for t in TYPES for tail in ("false", "true")]
+    norms += [f"{k}<{t}>" for k in ("kk_rms_norm_bwd", "kk_layer_norm_bwd") for t in TYPES]
     norms += [f"kk_column_sum<{t}>" for t in TYPES]
     norms += ["kk_layer_norm_fwd<float, false, 4, 1>"]  # the float32 LayerNorm launch (see ops/norms.py)
     sm = [
@@ -122,7 +118,7 @@ def compile_one(lib, inc, src_name, names, arch, cubin_dir):
             ok = False
             continue
         worst = max(i.get("stack", 0), i.get("spill_st", 0), i.get("spill_ld", 0))
-        bad = worst > ALLOWED_SPILL.get((n, arch), 0)
+        bad = worst > ALLOWED_SPILL.get(n, 0)
         ok &= not bad
         regs = i.get("regs", 0)
         # resident 256-thread blocks per SM from registers alone (64K regs, 8-register granularity,

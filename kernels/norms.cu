@@ -26,15 +26,11 @@ using kk::store_vec;
 using kk::to_acc;
 
 // Register packs per thread (NP), chosen for zero spills under the launch bounds (checked with
-// check_compile.py): forward float 8, double/half/bf16 4 (launch bound 512); RMS backward half/bf16 2,
-// float/double 4; LayerNorm backward half/bf16 2, float/double 4 (launch bound 512). The register part
-// of a row is NP * VEC * R elements: 32 * R for the forward in float and 16-bit types, 16 * R for the
-// backward in float and 16-bit types, 8 * R for double (scalar path: NP * R).
+// check_compile.py): forward float 8, double/half/bf16 4; backward float 4, double/half/bf16 2 (launch
+// bound 512). The register part of a row is NP * VEC * R elements: 32 * R for the forward in float and
+// 16-bit types, 16 * R for the backward in float and 16-bit types (scalar path: NP * R).
 template <typename T> constexpr int kNpFwd = sizeof(T) == 4 ? 8 : 4;
-template <typename T> constexpr int kNpRmsBwd = sizeof(T) == 4 ? 4 : 2;
-template <typename T> constexpr int kNpLnBwd = sizeof(T) == 4 ? 4 : 2;
-// Rows held whole (norm_bwd_fit: gradient partials in shared memory): 4 packs, double 2.
-template <typename T> constexpr int kNpBwdFit = sizeof(T) == 8 ? 2 : 4;
+template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 
 __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double k_rsqrt(double v) { return rsqrt(v); }
@@ -313,7 +309,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 // Register-part columns accumulate pw/pb in registers (one set per row group, combined in row-group
 // order through shared memory at the end of the chunk). Tail columns accumulate directly in the chunk's
 // row of pw/pb (read-modify-write by the owning thread, rows in order; row groups serialized by barriers).
-template <int NP, int W, bool LN, bool TAIL, typename T>
+template <int NP, int W, bool LN, typename T>
 __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* __restrict__ x,
                                              const T* __restrict__ w, const acc_t<T>* __restrict__ mean,
                                              const acc_t<T>* __restrict__ rstd, const T* __restrict__ gextra,
@@ -329,7 +325,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   const long long R = blockDim.x;
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
-  const bool has_tail = TAIL && NP * R < cv;
+  const bool has_tail = NP * R < cv;
   const A acols = A(cols);
   const long long nchunks = kk::div_ll(rows + rpc - 1, rpc);
   Vec<T, W> wr[NP];  // this thread's weight packs: the same for every row
@@ -475,158 +471,15 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   }
 }
 
-// ------------------------------------------------------------------------------------------------
-// Backward for rows held whole in registers (TAIL = false launches). Same math and chunking as
-// norm_bwd_run, but the chunk's weight (and bias) gradient partials accumulate in shared memory, one slot
-// per column and row group, each slot owned by one thread (no barriers, no atomics). Registers then hold
-// only the row, so 16-bit types keep 4 packs per tensor in flight (2 with register accumulators).
-// Dynamic shared memory: (LN ? 2 : 1) * Y * cols * sizeof(A) bytes, 16-byte aligned slots when cols % VEC == 0.
-template <int W, typename A>
-__device__ __forceinline__ void slot_fma(A* acc, const A (&a)[W], const A (&b)[W]) {  // acc[j] += a[j] * b[j]
-  constexpr int C = 16 / (int)sizeof(A);
-  if constexpr ((W * sizeof(A)) % 16 == 0) {
-#pragma unroll
-    for (int c = 0; c < W; c += C) {
-      Vec<A, C> v = *reinterpret_cast<Vec<A, C>*>(acc + c);
-#pragma unroll
-      for (int i = 0; i < C; ++i) v.v[i] = kk::fma_acc(a[c + i], b[c + i], v.v[i]);
-      *reinterpret_cast<Vec<A, C>*>(acc + c) = v;
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < W; ++j) acc[j] = kk::fma_acc(a[j], b[j], acc[j]);
-  }
-}
-
-template <int NP, int W, bool LN, typename T>
-__device__ __forceinline__ void norm_bwd_fit(const T* __restrict__ gy, const T* __restrict__ x,
-                                             const T* __restrict__ w, const acc_t<T>* __restrict__ mean,
-                                             const acc_t<T>* __restrict__ rstd, const T* __restrict__ gextra,
-                                             T* __restrict__ gx, acc_t<T>* __restrict__ pw,
-                                             acc_t<T>* __restrict__ pb, long long rows, long long cols,
-                                             long long rpc) {
-  using A = acc_t<T>;
-  constexpr int NS = LN ? 2 : 1;  // row sums: LN {sum g, sum g*xh}, RMS {sum g*xh}
-  __shared__ A sm[NS * 32];
-  extern __shared__ uint4 kk_norm_dyn[];
-  const int tx = threadIdx.x, yi = threadIdx.y, Y = blockDim.y;
-  A* const slots_w = reinterpret_cast<A*>(kk_norm_dyn);  // [Y][cols]
-  A* const slots_b = slots_w + (long long)Y * cols;      // [Y][cols], LN only
-  A* const my_w = slots_w + (long long)yi * cols;
-  A* const my_b = slots_b + (long long)yi * cols;
-  const long long R = blockDim.x;
-  const long long cv = cols / W;
-  const A acols = A(cols);
-  const long long nchunks = kk::div_ll(rows + rpc - 1, rpc);
-  A one[W];
-#pragma unroll
-  for (int j = 0; j < W; ++j) one[j] = A(1);
-  for (long long chunk = blockIdx.x; chunk < nchunks; chunk += gridDim.x) {
-    const long long r0 = chunk * rpc;
-    const long long r1 = kk::min_ll(rows, r0 + rpc);
-#pragma unroll
-    for (int k = 0; k < NP; ++k) {
-      const long long p = k * R + tx;
-      if (p < cv) {
-#pragma unroll
-        for (int j = 0; j < W; ++j) {
-          my_w[p * W + j] = A(0);
-          if constexpr (LN) my_b[p * W + j] = A(0);
-        }
-      }
-    }
-    for (long long rb = r0; rb < r1; rb += Y) {
-      const long long row = rb + yi;
-      const bool act = row < r1;
-      const long long off = act ? row * cols : 0;
-      Vec<T, W> gv[NP], xv[NP], wr[NP];  // w: re-read per row from L1 (keeps it out of the registers)
-#pragma unroll
-      for (int k = 0; k < NP; ++k) {
-        const long long p = k * R + tx;
-        if (act && p < cv) {
-          gv[k] = load_vec<W>(gy + off + p * W);
-          xv[k] = load_vec<W>(x + off + p * W);
-          wr[k] = load_vec<W>(w + p * W);
-        } else {
-          gv[k] = zero_pack<W, T>();
-          xv[k] = zero_pack<W, T>();
-          wr[k] = zero_pack<W, T>();
-        }
-      }
-      const A rs = act ? rstd[row] : A(0);
-      const A mu = (LN && act) ? mean[row] : A(0);
-      A s[NS];
-#pragma unroll
-      for (int i = 0; i < NS; ++i) s[i] = A(0);
-#pragma unroll
-      for (int k = 0; k < NP; ++k)
-#pragma unroll
-        for (int j = 0; j < W; ++j) {  // zero packs contribute 0: g = 0
-          const A g = to_acc(gv[k].v[j]) * to_acc(wr[k].v[j]);
-          const A xh = (to_acc(xv[k].v[j]) - mu) * rs;
-          if constexpr (LN) s[0] += g;
-          s[NS - 1] = kk::fma_acc(g, xh, s[NS - 1]);
-        }
-      row_sum(s, sm);
-      const A c1 = LN ? s[0] / acols : A(0);
-      const A c2 = s[NS - 1] / acols;
-#pragma unroll
-      for (int k = 0; k < NP; ++k) {
-        const long long p = k * R + tx;
-        if (act && p < cv) {
-          A e[W], o[W], dy[W], xh[W];
-          if (gextra != nullptr) kk::vec_to_acc(load_vec<W>(gextra + off + p * W), e);
-          else {
-#pragma unroll
-            for (int j = 0; j < W; ++j) e[j] = A(0);
-          }
-#pragma unroll
-          for (int j = 0; j < W; ++j) {
-            dy[j] = to_acc(gv[k].v[j]);
-            const A g = dy[j] * to_acc(wr[k].v[j]);
-            xh[j] = (to_acc(xv[k].v[j]) - mu) * rs;
-            o[j] = kk::fma_acc(rs, g - c1 - xh[j] * c2, e[j]);
-          }
-          store_vec<W>(gx + off + p * W, kk::acc_to_vec<T, W>(o));
-          slot_fma<W>(my_w + p * W, dy, xh);
-          if constexpr (LN) slot_fma<W>(my_b + p * W, dy, one);
-        }
-      }
-    }
-    // One row of pw/pb per chunk: row groups combined in order.
-    if (Y > 1) __syncthreads();
-    if (yi == 0) {
-#pragma unroll
-      for (int k = 0; k < NP; ++k) {
-        const long long p = k * R + tx;
-        if (p < cv) {
-#pragma unroll
-          for (int j = 0; j < W; ++j) {
-            const long long c = p * W + j;
-            A vw = slots_w[c], vb = LN ? slots_b[c] : A(0);
-            for (int q = 1; q < Y; ++q) {
-              vw += slots_w[q * cols + c];
-              if constexpr (LN) vb += slots_b[q * cols + c];
-            }
-            pw[chunk * cols + c] = vw;
-            if constexpr (LN) pb[chunk * cols + c] = vb;
-          }
-        }
-      }
-    }
-    if (Y > 1) __syncthreads();
-  }
-}
-
 }  // namespace kk_norms
 
 // ================================================================================================
 // Entry points. VEC = 8 (half, bf16), 4 (float), 2 (double).
-// TAIL = false: the whole row is held in registers (cols <= NP * VEC * R on the vector path, NP * R on the
-// scalar path; a launch that breaks this traps). A kernel's registers are allocated for its costliest
-// path, so the streamed-tail code lives in the TAIL = true instantiations only: without it the forward
-// kernels need 30-50% fewer registers and more blocks fit on an SM. NP (register packs per thread and
-// tensor) defaults to the values above; the host may pick another (checked for spills by check_compile.py).
+// Forwards, TAIL = false: the whole row is held in registers (cols <= NP * VEC * R on the vector path,
+// NP * R on the scalar path; a launch that breaks this traps). Without the streamed-tail code these
+// instantiations fit 64 registers (MINB = 2 blocks per SM) without spilling; the TAIL = true ones do not.
+// NP (register packs per thread) defaults to the values above; the host may pick another (checked for
+// spills by check_compile.py).
 
 // Traps when a TAIL = false kernel is launched for rows longer than its register part.
 template <bool TAIL, int NP> __device__ __forceinline__ void check_fits(long long cols, int W) {
@@ -700,49 +553,41 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 // [k*rows_per_chunk, min(rows, (k+1)*rows_per_chunk)). Reduce with kk_column_sum(partial, dw, nchunks, cols)
 // from common.cuh.
 // Launch: blockDim = (R, Y), R * Y <= 512, R a power of two <= 32 or a multiple of 32, R*Y % 32 == 0.
-//   NP = kNpRmsBwd (half/bf16 2, float/double 4): E = NP * VEC = 16 elements per thread (double 8).
+//   NP = kNpBwd (float 4, others 2): E = NP * VEC = 16 elements per thread (double 4).
 //   R = clamp(pow2ceil(ceil(cols / E)), 32, 512): bf16/f32 4096: 256, 8192: 512; small cols: Y = max(1, 128/R).
-//   Beyond E * 512 columns (8192 for bf16/f32) the rest is a tail (TAIL = true): gy/x re-read once more (L2)
-//   and the weight partials accumulated straight into partial (read-modify-write, L2): slower.
+//   Beyond E * 512 columns (8192 for bf16/f32) the rest is a tail: gy/x re-read once more (L2) and the
+//   weight partials accumulated straight into partial (read-modify-write, L2): slower.
 //   nchunks = min(ceil(rows / Y), occ * num_SMs)  (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor)
 //   rows_per_chunk = ceil(rows / nchunks) (any value >= 1 is correct; a multiple of Y wastes no lanes);
 //   nchunks = ceil(rows / rows_per_chunk); grid = nchunks (any grid is correct: grid-stride over chunks,
 //   but grid == nchunks loads w into registers only once per block).
 //   partial: nchunks * cols A values, fully written (no zero fill needed). No dynamic shared memory.
-template <typename T, bool TAIL, int NP = TAIL ? kk_norms::kNpRmsBwd<T> : kk_norms::kNpBwdFit<T>, int MAXREG = 128>
-__global__ void __maxnreg__(MAXREG)
+//   (Tried: rows held whole with the partials in shared memory and 4 packs for 16-bit types: no faster in
+//   `kernelkit bench llm`, bench/NOTES.md session 3.)
+template <typename T>
+__global__ void __launch_bounds__(512)
 kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                 const typename kk::Acc<T>::type* __restrict__ rstd, const T* __restrict__ g_extra,
                 T* __restrict__ gx, typename kk::Acc<T>::type* __restrict__ partial, long long rows, long long cols,
                 long long rows_per_chunk) {
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   constexpr int V = kk::kVec<T>;
+  constexpr int NP = kk_norms::kNpBwd<T>;
   if (cols % V == 0 &&
-      kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx))) {
-    check_fits<TAIL, NP>(cols, V);
-    if constexpr (TAIL)
-      kk_norms::norm_bwd_run<NP, V, false, true, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
-                                                    cols, rows_per_chunk);
-    else
-      kk_norms::norm_bwd_fit<NP, V, false, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
-                                              rows_per_chunk);
-  } else {
-    check_fits<TAIL, NP>(cols, 1);
-    if constexpr (TAIL)
-      kk_norms::norm_bwd_run<NP, 1, false, true, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
-                                                    cols, rows_per_chunk);
-    else
-      kk_norms::norm_bwd_fit<NP, 1, false, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
-                                              rows_per_chunk);
-  }
+      kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx)))
+    kk_norms::norm_bwd_run<NP, V, false, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
+                                            rows_per_chunk);
+  else
+    kk_norms::norm_bwd_run<NP, 1, false, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
+                                            rows_per_chunk);
 }
 
 // LayerNorm backward: xhat = (x - mean)*rstd, g = gy*w:
 //   gx = round(rstd*(g - sum(g)/cols - xhat*sum(g*xhat)/cols));
 //   partial_w[chunk*cols + c] = chunk sum of gy*xhat, partial_b[...] = chunk sum of gy (A).
-// Launch: exactly as kk_rms_norm_bwd (NP = kNpLnBwd: half/bf16 2, float/double 4, E = 16 / double 8).
-template <typename T, bool TAIL, int NP = TAIL ? kk_norms::kNpLnBwd<T> : kk_norms::kNpBwdFit<T>, int MAXREG = 128>
-__global__ void __maxnreg__(MAXREG)
+// Launch: exactly as kk_rms_norm_bwd.
+template <typename T>
+__global__ void __launch_bounds__(512)
 kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                   const typename kk::Acc<T>::type* __restrict__ mean,
                   const typename kk::Acc<T>::type* __restrict__ rstd, T* __restrict__ gx,
@@ -750,21 +595,11 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
                   long long rows, long long cols, long long rows_per_chunk) {
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx))) {
-    check_fits<TAIL, NP>(cols, V);
-    if constexpr (TAIL)
-      kk_norms::norm_bwd_run<NP, V, true, true, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows,
-                                                   cols, rows_per_chunk);
-    else
-      kk_norms::norm_bwd_fit<NP, V, true, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows, cols,
-                                             rows_per_chunk);
-  } else {
-    check_fits<TAIL, NP>(cols, 1);
-    if constexpr (TAIL)
-      kk_norms::norm_bwd_run<NP, 1, true, true, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows,
-                                                   cols, rows_per_chunk);
-    else
-      kk_norms::norm_bwd_fit<NP, 1, true, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows, cols,
-                                             rows_per_chunk);
-  }
+  constexpr int NP = kk_norms::kNpBwd<T>;
+  if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
+    kk_norms::norm_bwd_run<NP, V, true, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows, cols,
+                                           rows_per_chunk);
+  else
+    kk_norms::norm_bwd_run<NP, 1, true, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows, cols,
+                                           rows_per_chunk);
 }

@@ -15,15 +15,15 @@ INSTANTIATIONS = {
     + [f"kk_column_sum<{t}>" for t in TYPES],
     # Compiling all four matmul instantiations takes seconds per arch; float covers the shared code.
     "matmul.cu": ["kk_matmul<float>"],
-    # float and bfloat16 cover both code paths; TAIL = false/true: rows held in registers, rows streamed.
+    # float and bfloat16 cover both code paths; forward TAIL = false/true: rows held in registers, streamed.
     "norms.cu": [
         f"kk_{k}<{t}, {tail}>"
-        for k in ("rms_norm_fwd", "add_rms_norm_fwd", "layer_norm_fwd", "rms_norm_bwd", "layer_norm_bwd")
+        for k in ("rms_norm_fwd", "add_rms_norm_fwd", "layer_norm_fwd")
         for t in ("float", "__nv_bfloat16")
         for tail in ("false", "true")
     ]
-    + [f"kk_column_sum<{t}>" for t in ("float", "__nv_bfloat16")]
-    + ["kk_layer_norm_fwd<float, false, 4, 1>", "kk_rms_norm_bwd<__nv_bfloat16, false, 4>"],
+    + [f"kk_{k}<{t}>" for k in ("rms_norm_bwd", "layer_norm_bwd", "column_sum") for t in ("float", "__nv_bfloat16")]
+    + ["kk_layer_norm_fwd<float, false, 4, 1>"],
     "softmax.cu": [
         f"kk_{k}<{t}>"
         for k in ("softmax_fwd", "softmax_bwd", "cross_entropy_fwd", "cross_entropy_bwd")

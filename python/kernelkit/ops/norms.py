@@ -51,12 +51,8 @@ _STAT = Out(shape=_rows, dtype=_stat)
 # kernel fits without spills but LayerNorm in float32 (4 packs, 1 block: 97% of copy at 8192 columns).
 _FWD_PACKS = {torch.float32: 8, torch.float64: 4, torch.float16: 4, torch.bfloat16: 4}
 _FWD_FIT = {("kk_layer_norm_fwd", torch.float32): (4, 1)}
-# Backward packs per tensor: rows held whole keep the weight-gradient partials in shared memory and
-# afford 4 packs (kNpBwdFit); streamed rows accumulate them in registers (kNpRmsBwd, kNpLnBwd). For
-# 16-bit types the shared-memory kernel ran 20-25% slower in `kernelkit bench llm` (bench/NOTES.md), so
-# they keep the register-partials kernel (TAIL = true also serves rows that fit).
-_BWD_PACKS_FIT = {torch.float32: 4, torch.float64: 2, torch.float16: 4, torch.bfloat16: 4}
-_BWD_PACKS_TAIL = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
+# Backward packs per tensor (kNpBwd); rows beyond 512 threads' worth stream their tail in-kernel.
+_BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
 
 
 def _vector_path(cols: int, dtype: torch.dtype, tensors: tuple) -> bool:
@@ -99,21 +95,12 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
 
 
 @functools.cache
-def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool):
-    """(kernel, block, rows per block, chunks in one wave, dynamic shared memory, column-sum kernel)."""
-    packs = _BWD_PACKS_FIT[dtype]
-    r, y, tail = _row_block(packs, dtype, cols, vec)
-    smem = 0
-    if tail or dtype.itemsize == 2:  # 16-bit: the register-partials kernel measured faster in the bench
-        packs = _BWD_PACKS_TAIL[dtype]
-        r, y, _ = _row_block(packs, dtype, cols, vec)
-        k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
-    else:
-        k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}>")
-        slots = 2 if name == "kk_layer_norm_bwd" else 1  # weight (and bias) partials per column and row group
-        smem = slots * y * cols * acc_dtype(dtype).itemsize
-    wave = resident_blocks(k, r * y, dev, smem)
-    return k, (r, y), y, wave, smem, kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
+def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
+    """(kernel, block, rows per block, chunks in one wave, column-sum kernel)."""
+    k = kernel("norms", f"{name}<{CTYPE[dtype]}>")
+    # Any R is correct for the backward (its tail is streamed at run time): no alignment check needed.
+    r, y, _ = _row_block(_BWD_PACKS[dtype], dtype, cols, cols % VEC[dtype] == 0)
+    return k, (r, y), y, resident_blocks(k, r * y, dev), kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
 
 
 def _launch_backward(name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple, **stats) -> None:
@@ -126,13 +113,12 @@ def _launch_backward(name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, 
         for g in grads:
             g.zero_()
         return
-    vec = _vector_path(cols, x.dtype, (*head, gx))
-    k, block, per_block, wave, smem, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec)
+    k, block, per_block, wave, column_sum = _backward_shape(name, x.dtype, cols, x.get_device())
     chunks = min(cdiv(rows, per_block), wave)
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)
     partials = [torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device) for _ in grads]
-    k.launch(chunks, block, (*head, gx, *partials, rows, cols, rows_per_chunk), smem)
+    k.launch(chunks, block, (*head, gx, *partials, rows, cols, rows_per_chunk))
     for p, g in zip(partials, grads):
         column_sum.launch(cdiv(cols, BLOCK), BLOCK, (p, g, chunks, cols))
 
