@@ -4,9 +4,11 @@
 # Installs it, runs the whole test suite (GPU tests included), the benchmarks and the demo, and
 # writes logs and JSON reports to $OUT.
 #   usage: bash bench/gpu_run.sh [STEP ...]   (default: tests foundation ops demo)
-#   steps: tests foundation hostpath ops demo doctor sweep sweep-rows
+#   steps: tests foundation hostpath ops demo doctor sweep sweep-rows sweep-flat
 #          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes)
 #          llama (bench/llama_train.py on one GPU), ddp (the same under DDP on two GPUs)
+#   env: PYTEST_ARGS (extra pytest arguments, e.g. "-n 8 tests/test_llm_ops.py"),
+#        SWEEP_ONLY (families for sweep-rows / sweep-flat, e.g. "norm_bwd")
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelkit-out}
 mkdir -p "$OUT"
@@ -24,9 +26,12 @@ steps=${*:-tests foundation ops demo}
 rc=0
 for s in $steps; do
   case $s in
-    tests) python3 -m pytest tests -q -rs -p no:cacheprovider -p no:logging 2>&1 | tee "$OUT/pytest.log" | tail -15; rc=$((rc | PIPESTATUS[0])) ;;
+    tests) python3 -m pytest ${PYTEST_ARGS:-tests} -q -rs -p no:cacheprovider -p no:logging 2>&1 | tee "$OUT/pytest.log" | tail -15; rc=$((rc | PIPESTATUS[0])) ;;
     sweep) python3 bench/grid_sweep.py 2>&1 | tee "$OUT/grid_sweep.log" ;;
-    sweep-rows) python3 bench/sweep_rows.py --out "$OUT/sweep_rows.json" 2>&1 | tee "$OUT/sweep_rows.log" | grep -v "^    " ;;
+    sweep-rows | sweep-flat)
+      f=${s/-/_}
+      # shellcheck disable=SC2086
+      python3 bench/$f.py --out "$OUT/$f.json" ${SWEEP_ONLY:+--only $SWEEP_ONLY} 2>&1 | tee "$OUT/$f.log" | grep -v "^    " ;;
     doctor) python3 -m kernelkit doctor 2>&1 | tail -30 ;;
     hostpath) python3 bench/hostpath.py --out "$OUT/hostpath.json" 2>&1 | tail -40 ;;
     foundation) python3 bench/foundation.py --out "$OUT/foundation.json" 2>&1 | tail -25 ;;

@@ -112,27 +112,37 @@ def sweep_norm_bwd(name, dtype, rows, cols, results):
     ref = lib()[0]
     case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
     out = [("shipped", median_us(lib))]
-    np_ = norms._BWD_PACKS[dtype]
-    r0 = min(512, max(32, 1 << (cdiv(cols, np_ * VEC[dtype]) - 1).bit_length()))
-    k = variant("norms").kernel(f"{name}<{CTYPE[dtype]}>")
     cs = variant("norms").kernel(f"kk_column_sum<{CTYPE[dtype]}>")
     dw = torch.empty_like(w)
-    for rr in sorted({r0, min(512, 2 * r0)}):
-        wave = occ_wave(k, rr)
-        for mult in (1, 2, 4):
-            chunks = min(rows, mult * wave)
-            rpc = cdiv(rows, chunks)
-            chunks = cdiv(rows, rpc)
-            parts = [torch.empty((chunks, cols), dtype=torch.float32, device="cuda") for _ in range(2 if ln else 1)]
+    vec = VEC[dtype]
+    for np_ in sorted({norms._BWD_PACKS[dtype], 4}):
+        e = np_ * vec
+        r0 = min(512, max(32, 1 << (cdiv(cols, e) - 1).bit_length()))
+        fits = cols <= 512 * e
+        for tail, minb in ((True, 1), (False, 1), (False, 2)):
+            if not tail and not fits:
+                continue
+            try:
+                k = variant("norms").kernel(f"{name}<{CTYPE[dtype]}, {str(tail).lower()}, {np_}, {minb}>")
+            except Exception as ex:  # a variant that does not compile is reported, not fatal
+                out.append((f"NP{np_} tail {tail} lb{minb} compile error {str(ex)[:60]}", float("nan")))
+                continue
+            wave = occ_wave(k, r0)
+            for mult in (1, 2):
+                chunks = min(rows, mult * wave)
+                rpc = cdiv(rows, chunks)
+                chunks = cdiv(rows, rpc)
+                parts = [torch.empty((chunks, cols), dtype=torch.float32, device="cuda") for _ in range(2 if ln else 1)]
 
-            def fn():
-                k.launch(chunks, (rr, 1), (*head, gx, *parts, rows, cols, rpc))
-                for p in parts:
-                    cs.launch(cdiv(cols, BLOCK), BLOCK, (p, dw, chunks, cols))
+                def fn():
+                    k.launch(chunks, (r0, 1), (*head, gx, *parts, rows, cols, rpc))
+                    for p in parts:
+                        cs.launch(cdiv(cols, BLOCK), BLOCK, (p, dw, chunks, cols))
 
-            fn()
-            ok = close(gx, ref)
-            out.append((f"R{rr} chunks {mult}wave={chunks}{'' if ok else ' WRONG'}", median_us(fn)))
+                fn()
+                ok = close(gx, ref)
+                label = f"NP{np_} tail {tail} lb{minb} R{r0} occ {wave // sm_count(0)} chunks {mult}wave={chunks}"
+                out.append((label + ("" if ok else " WRONG"), median_us(fn)))
     report(case, out, 3 * x.nbytes, results)
 
 

@@ -47,7 +47,9 @@ def instantiations():
     gelu += [f"kk_column_sum<{t}>" for t in TYPES]
     fwd = ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd")
     norms = [f"{k}<{t}, {tail}>" for k in fwd for t in TYPES for tail in ("false", "true")]
-    norms += [f"{k}<{t}>" for k in ("kk_rms_norm_bwd", "kk_layer_norm_bwd") for t in TYPES]
+    bwd = [f"{k}<{t}, {tl}>" for k in ("kk_rms_norm_bwd", "kk_layer_norm_bwd") for t in TYPES for tl in ("false", "true")]
+    # Not launched (it spills): the float32 LayerNorm backward keeps its streamed-tail kernel (ops/norms.py).
+    norms += [k for k in bwd if k != "kk_layer_norm_bwd<float, false>"]
     norms += [f"kk_column_sum<{t}>" for t in TYPES]
     norms += ["kk_layer_norm_fwd<float, false, 4, 1>"]  # the float32 LayerNorm launch (see ops/norms.py)
     sm = [

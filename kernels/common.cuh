@@ -101,6 +101,32 @@ template <int W, bool NC = true, typename T> __device__ __forceinline__ Vec<T, W
   return r;
 }
 
+// All-zero pack (16-bit types: written as whole words, the zero bit pattern being +0).
+template <typename T, int W> __device__ __forceinline__ Vec<T, W> zero_vec() {
+  Vec<T, W> r;
+  if constexpr (W * sizeof(T) == 16 && sizeof(T) == 2) {
+    *reinterpret_cast<uint4*>(&r) = make_uint4(0u, 0u, 0u, 0u);
+  } else {
+#pragma unroll
+    for (int j = 0; j < W; ++j) r.v[j] = from_acc<T>(acc_t<T>(0));
+  }
+  return r;
+}
+
+// load_vec(p) when pred, else zeros. For 16-bit types the choice is made on whole 32-bit words:
+// `pred ? load : zeros` on a pack of them compiles to two byte permutes per element.
+template <int W, bool NC = true, typename T> __device__ __forceinline__ Vec<T, W> load_vec_if(const T* p, bool pred) {
+  if constexpr (W * sizeof(T) == 16 && sizeof(T) == 2) {
+    uint4 u = make_uint4(0u, 0u, 0u, 0u);
+    if (pred) u = NC ? __ldg(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
+    Vec<T, W> r;
+    *reinterpret_cast<uint4*>(&r) = u;
+    return r;
+  } else {
+    return pred ? load_vec<W, NC>(p) : zero_vec<T, W>();
+  }
+}
+
 template <int W, typename T> __device__ __forceinline__ void store_vec(T* p, const Vec<T, W>& r) {
   if constexpr (W == 1) {
     *p = r.v[0];

@@ -2,11 +2,10 @@
 //
 // Launch (all kernels here): 1-D block of any size <= 1024 (__maxnreg__(64)), 1-D grid of any size; every
 // kernel is a grid-stride loop, so any grid is correct. Recommended for speed:
-//   block = 256, C = occ * num_SMs, occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, 256, 0)
-//   (4 on sm_80/sm_90 for the contiguous kernels: 54-64 registers; 4-6 for the strided ones)
-//   contiguous: grid = min(ceil(n / (VEC * 256 * U)), 4 * C), VEC = 16 / sizeof(T), U = 4 (kk_scale_: 8)
-//   strided:    grid = min(ceil(n / (256 * 4)), 4 * C)
-//   (4 resident waves of grid-stride blocks measured 2-5% faster than 1 on H200: dynamic balance.)
+//   block = 256; contiguous: grid = ceil(n / (VEC * 256 * U)) (one pass), VEC = 16 / sizeof(T),
+//   U = 1 (kk_scale_: 8); strided: grid = ceil(n / (256 * 4)).
+//   (bench/sweep_flat.py on an H200, 64M elements: one pack per thread and input beat 2, 4 and 8 by
+//   0.3-4%, and ties torch.compile; cache-streaming stores made no difference, loads were slower.)
 // out may alias an input exactly (in place), never partially.
 #include "common.cuh"
 
@@ -56,7 +55,7 @@ __device__ __forceinline__ void ew_group(const T* a, const T* b, const T* c, T* 
 // (guarded loads in one unrolled group make the compiler merge 16-bit lanes across iterations: spills).
 template <int NIN, bool NC, int W, typename T, typename Op>
 __device__ __forceinline__ void ew_contig_run(const T* a, const T* b, const T* c, T* out, long long nv, Op op) {
-  constexpr int U = NIN == 1 ? 2 * kUnroll : kUnroll;  // >= 64 B of loads in flight per thread
+  constexpr int U = NIN == 1 ? 2 * kUnroll : 1;  // packs per thread and input in one block pass
   const long long bd = blockDim.x;
   const long long step = (long long)gridDim.x * bd * U;
   long long i = (long long)blockIdx.x * bd * U + threadIdx.x;

@@ -126,6 +126,9 @@ template <int APPROX, bool FAST, typename A> __device__ __forceinline__ A gelu_g
   }
 }
 
+// Minimum resident blocks of 256 threads for the backward (its register budget), see U there.
+template <typename T> constexpr int kGeluBwdMinBlocks = sizeof(T) == 4 ? 4 : 2;
+
 // Pack width: 16 bytes, except double, whose exp/erf need the registers (8-byte loads coalesce as well).
 template <typename T> constexpr int kGeluVec = sizeof(T) == 8 ? 1 : kVec<T>;
 
@@ -221,8 +224,9 @@ template <typename T, int APPROX, int W>
 __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const T* bias, T* gx, acc_t<T>* partial,
                                                   long long rows, long long cols, long long rpc) {
   using A = acc_t<T>;
-  // Rows per pipeline stage (each 2 tensors x 16 B per thread); double: 1 (exp/erf registers).
-  constexpr int U = sizeof(T) == 8 ? 1 : 2;
+  // Rows per pipeline stage (each 2 tensors x 16 B per thread): 16-bit types 2 (at 2 blocks per SM);
+  // float 1 at 4 blocks per SM (4% faster on the H200); double 1 (exp/erf registers).
+  constexpr int U = sizeof(T) == 2 ? 2 : 1;
   __shared__ A red[256 * W];  // blockDim.x <= 256 (launch bounds)
   const long long cv = cols / W;
   const int nt = blockDim.x;
@@ -304,11 +308,12 @@ __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const
 }  // namespace kk
 
 // y[r, c] = gelu(x[r, c] + bias[c]); x, y contiguous [rows, cols], bias [cols].
-// Launch: 1-D block of any size <= 1024 (256 recommended), 1-D grid of any size (grid-stride loop):
-//   grid = min(ceil(rows * cols / (VEC * 256 * U)), 4 * occ * num_SMs)
-//   VEC = 8 (half, bf16), 4 (float), 1 (double); U = 4, double 2;
-//   occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, 256, 0) (4 on sm_80/sm_90: 56-64 registers).
-//   4 resident waves measured better than 1 (dynamic balance across SMs) and than one block per 256*U packs.
+// Launch: 1-D block of any size <= 1024, 1-D grid of any size (grid-stride loop). Measured on an H200
+// (bench/sweep_flat.py, 64M elements), with VEC = 8 (half, bf16), 4 (float), 1 (double), U = 4 (double 2):
+//   16-bit: block 128, grid = min(ceil(rows * cols / (VEC * 128 * U)), 8 * occ * num_SMs)
+//           (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, 128, 0)): persistent blocks keep
+//           loads in flight through the GELU arithmetic, 91% of copy against 86% for one pass;
+//   others: block 256, grid = ceil(rows * cols / (VEC * 256 * U)) (one pass).
 // 16-byte path when cols % VEC == 0 and x, bias, y are 16-byte aligned; scalar path otherwise.
 template <typename T, int APPROX>
 __global__ void __maxnreg__(64)
@@ -330,17 +335,16 @@ kk_bias_gelu_fwd(const T* __restrict__ x, const T* __restrict__ bias, T* __restr
 //   VEC = 8 (half, bf16), 4 (float), 1 (double)
 //   grid.x = cols % VEC == 0 && VEC > 1 ? ceil(cols / (8 * VEC)) : ceil(cols / 32)   (column tiles)
 //   C      = occ * num_SMs, occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, 256, 0)
-//            (2 on sm_80/sm_90 for float/half/bf16: ~128 registers)
-//   chunks = clamp(floor(2 * C / grid.x), 1, min(ceil(rows / 16), 64))
+//            (kGeluBwdMinBlocks: float 4 at 64 registers, others 2)
+//   chunks = clamp(floor(C / grid.x), 1, min(ceil(rows / 16), 64))
 //   rows_per_chunk = ceil(rows / chunks);  grid.y = ceil(rows / rows_per_chunk)
-//   i.e. about 2 full waves of large blocks: the block count close to (below) a multiple of C matters (a
-//   partly filled last wave cost up to 15% on H200), per-block overhead favours few large blocks, and
-//   partial (chunks * cols Acc values) stays small. e.g. on H200 (C = 264): 8192x8192 fp32 -> 256 x 2
-//   (rpc 4096), bf16 -> 128 x 4 (rpc 2048); 512x4096 fp32 -> 128 x 4 (rpc 128), bf16 -> 64 x 8 (rpc 64).
+//   i.e. about one full wave of large blocks: per-block overhead favours few large blocks, a partly
+//   filled last wave costs up to 15% (H200), and partial (chunks * cols Acc values) stays small.
+//   e.g. on H200 8192x8192: fp32 -> 256 x 2 (rpc 4096), bf16 -> 128 x 2 (rpc 4096).
 //   Any grid.x / grid.y is still correct (blocks loop over tiles and chunks); rows_per_chunk >= 1.
 // Vector path when cols % VEC == 0 and grad_y, x, bias, grad_x are 16-byte aligned; scalar otherwise.
 template <typename T, int APPROX>
-__global__ void __launch_bounds__(256, 2)
+__global__ void __launch_bounds__(256, kk::kGeluBwdMinBlocks<T>)
 kk_bias_gelu_bwd(const T* __restrict__ grad_y, const T* __restrict__ x, const T* __restrict__ bias,
                  T* __restrict__ grad_x, typename kk::Acc<T>::type* __restrict__ partial, long long rows,
                  long long cols, long long rows_per_chunk) {

@@ -35,13 +35,6 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double k_rsqrt(double v) { return rsqrt(v); }
 
-template <int W, typename T> __device__ __forceinline__ Vec<T, W> zero_pack() {
-  Vec<T, W> z;
-#pragma unroll
-  for (int j = 0; j < W; ++j) z.v[j] = kk::from_acc<T>(acc_t<T>(0));
-  return z;
-}
-
 // v[i] <- sum of v[i] over the blockDim.x threads of this thread's row group; bitwise identical in every
 // thread of the group (xor butterfly: a+b == b+a). R > 32: contains two __syncthreads (all threads of the
 // block must call it). sm: N*32 words of shared memory.
@@ -79,9 +72,8 @@ template <unsigned PLAIN, int N, int W, typename T>
 __device__ __forceinline__ void load_packs(Packs<N, W, T>& a, const T* const (&src)[N], long long p) {
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    if (src[i] == nullptr) a.v[i] = zero_pack<W, T>();
-    else if ((PLAIN >> i) & 1u) a.v[i] = load_vec<W, false>(src[i] + p * W);
-    else a.v[i] = load_vec<W>(src[i] + p * W);
+    if ((PLAIN >> i) & 1u) a.v[i] = kk::load_vec_if<W, false>(src[i] + p * W, src[i] != nullptr);
+    else a.v[i] = kk::load_vec_if<W>(src[i] + p * W, src[i] != nullptr);
   }
 }
 
@@ -126,7 +118,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
-        h[k] = zero_pack<W, T>();
+        h[k] = kk::zero_vec<T, W>();
         if (act && p < cv) {
           A a[W], b[W];
           kk::vec_to_acc(load_vec<W>(x + off + p * W), a);
@@ -141,7 +133,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
-        h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : zero_pack<W, T>();
+        h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : kk::zero_vec<T, W>();
       }
     }
 #pragma unroll
@@ -232,7 +224,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 #pragma unroll
     for (int k = 0; k < NP; ++k) {
       const long long p = k * R + tx;
-      h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : zero_pack<W, T>();
+      h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : kk::zero_vec<T, W>();
     }
     A s[1] = {A(0)};
 #pragma unroll
@@ -309,7 +301,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 // Register-part columns accumulate pw/pb in registers (one set per row group, combined in row-group
 // order through shared memory at the end of the chunk). Tail columns accumulate directly in the chunk's
 // row of pw/pb (read-modify-write by the owning thread, rows in order; row groups serialized by barriers).
-template <int NP, int W, bool LN, typename T>
+template <int NP, int W, bool LN, bool TAIL, typename T>
 __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* __restrict__ x,
                                              const T* __restrict__ w, const acc_t<T>* __restrict__ mean,
                                              const acc_t<T>* __restrict__ rstd, const T* __restrict__ gextra,
@@ -325,14 +317,16 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   const long long R = blockDim.x;
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
-  const bool has_tail = NP * R < cv;
+  const bool has_tail = TAIL && NP * R < cv;
   const A acols = A(cols);
   const long long nchunks = kk::div_ll(rows + rpc - 1, rpc);
-  Vec<T, W> wr[NP];  // this thread's weight packs: the same for every row
+  // This thread's weights, the same for every row, converted to A once (16-bit types: the conversions
+  // were a large part of the instructions of an issue-bound loop).
+  A wf[NP][W];
 #pragma unroll
   for (int k = 0; k < NP; ++k) {
     const long long p = k * R + tx;
-    wr[k] = p < cv ? load_vec<W>(w + p * W) : zero_pack<W, T>();
+    kk::vec_to_acc(kk::load_vec_if<W>(w + p * W, p < cv), wf[k]);
   }
   for (long long chunk = blockIdx.x; chunk < nchunks; chunk += gridDim.x) {
     const long long r0 = chunk * rpc;
@@ -348,24 +342,33 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       for (int j = 0; j < W; ++j) ab[k][j] = A(0);
     A* const pwr = pw + chunk * cols;
     A* const pbr = LN ? pb + chunk * cols : nullptr;
+    // Row data of one row group: gy and x packs, rstd, mean (zeros past the chunk's end).
+    auto load_row = [&](long long row, Vec<T, W>(&gv)[NP], Vec<T, W>(&xv)[NP], A& rs, A& mu) {
+      const bool act = row < r1;
+      const long long off = act ? row * cols : 0;
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        const long long p = k * R + tx;
+        gv[k] = kk::load_vec_if<W>(gy + off + p * W, act && p < cv);
+        xv[k] = kk::load_vec_if<W>(x + off + p * W, act && p < cv);
+      }
+      rs = act ? rstd[row] : A(0);
+      mu = (LN && act) ? mean[row] : A(0);
+    };
+    Vec<T, W> gv[NP], xv[NP];
+    A rs, mu;
+    // Rows held whole (!TAIL): the next row is loaded before this row's reductions and barriers, so
+    // each thread keeps a row's loads in flight through them (the 16-bit types move half the bytes per
+    // row, and without this ran at 53-65% of copy).
+    if constexpr (!TAIL) load_row(r0 + yi, gv, xv, rs, mu);
     for (long long rb = r0; rb < r1; rb += Y) {
       const long long row = rb + yi;
       const bool act = row < r1;
       const long long off = act ? row * cols : 0;
-      Vec<T, W> gv[NP], xv[NP];
-#pragma unroll
-      for (int k = 0; k < NP; ++k) {
-        const long long p = k * R + tx;
-        if (act && p < cv) {
-          gv[k] = load_vec<W>(gy + off + p * W);
-          xv[k] = load_vec<W>(x + off + p * W);
-        } else {
-          gv[k] = zero_pack<W, T>();
-          xv[k] = zero_pack<W, T>();
-        }
-      }
-      const A rs = act ? rstd[row] : A(0);
-      const A mu = (LN && act) ? mean[row] : A(0);
+      Vec<T, W> gn[NP], xn[NP];
+      A rsn, mun;
+      if constexpr (TAIL) load_row(row, gv, xv, rs, mu);
+      else load_row(row + Y, gn, xn, rsn, mun);
       A s[NS];
 #pragma unroll
       for (int i = 0; i < NS; ++i) s[i] = A(0);
@@ -374,7 +377,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       for (int k = 0; k < NP; ++k)
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          const A g = to_acc(gv[k].v[j]) * to_acc(wr[k].v[j]);
+          const A g = to_acc(gv[k].v[j]) * wf[k][j];
           const A xh = (to_acc(xv[k].v[j]) - mu) * rs;
           if constexpr (LN) s[0] += g;
           s[NS - 1] = kk::fma_acc(g, xh, s[NS - 1]);
@@ -407,7 +410,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 #pragma unroll
           for (int j = 0; j < W; ++j) {
             const A dy = to_acc(gv[k].v[j]);
-            const A g = dy * to_acc(wr[k].v[j]);
+            const A g = dy * wf[k][j];
             const A xh = (to_acc(xv[k].v[j]) - mu) * rs;
             o[j] = kk::fma_acc(rs, g - c1 - xh * c2, e[j]);
             aw[k][j] = kk::fma_acc(dy, xh, aw[k][j]);
@@ -446,6 +449,15 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
             __syncthreads();
           }
         }
+      }
+      if constexpr (!TAIL) {
+#pragma unroll
+        for (int k = 0; k < NP; ++k) {
+          gv[k] = gn[k];
+          xv[k] = xn[k];
+        }
+        rs = rsn;
+        mu = mun;
       }
     }
     // Register-part partials: combine the Y row groups in order, one row of pw/pb per chunk.
@@ -564,30 +576,32 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 //   partial: nchunks * cols A values, fully written (no zero fill needed). No dynamic shared memory.
 //   (Tried: rows held whole with the partials in shared memory and 4 packs for 16-bit types: no faster in
 //   `kernelkit bench llm`, bench/NOTES.md session 3.)
-template <typename T>
-__global__ void __launch_bounds__(512)
+template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1>
+__global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                 const typename kk::Acc<T>::type* __restrict__ rstd, const T* __restrict__ g_extra,
                 T* __restrict__ gx, typename kk::Acc<T>::type* __restrict__ partial, long long rows, long long cols,
                 long long rows_per_chunk) {
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   constexpr int V = kk::kVec<T>;
-  constexpr int NP = kk_norms::kNpBwd<T>;
   if (cols % V == 0 &&
-      kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx)))
-    kk_norms::norm_bwd_run<NP, V, false, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
-                                            rows_per_chunk);
-  else
-    kk_norms::norm_bwd_run<NP, 1, false, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
-                                            rows_per_chunk);
+      kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx))) {
+    check_fits<TAIL, NP>(cols, V);
+    kk_norms::norm_bwd_run<NP, V, false, TAIL, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
+                                                  cols, rows_per_chunk);
+  } else {
+    check_fits<TAIL, NP>(cols, 1);
+    kk_norms::norm_bwd_run<NP, 1, false, TAIL, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
+                                                  cols, rows_per_chunk);
+  }
 }
 
 // LayerNorm backward: xhat = (x - mean)*rstd, g = gy*w:
 //   gx = round(rstd*(g - sum(g)/cols - xhat*sum(g*xhat)/cols));
 //   partial_w[chunk*cols + c] = chunk sum of gy*xhat, partial_b[...] = chunk sum of gy (A).
 // Launch: exactly as kk_rms_norm_bwd.
-template <typename T>
-__global__ void __launch_bounds__(512)
+template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1>
+__global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                   const typename kk::Acc<T>::type* __restrict__ mean,
                   const typename kk::Acc<T>::type* __restrict__ rstd, T* __restrict__ gx,
@@ -595,11 +609,13 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
                   long long rows, long long cols, long long rows_per_chunk) {
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   constexpr int V = kk::kVec<T>;
-  constexpr int NP = kk_norms::kNpBwd<T>;
-  if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
-    kk_norms::norm_bwd_run<NP, V, true, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows, cols,
-                                           rows_per_chunk);
-  else
-    kk_norms::norm_bwd_run<NP, 1, true, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows, cols,
-                                           rows_per_chunk);
+  if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx))) {
+    check_fits<TAIL, NP>(cols, V);
+    kk_norms::norm_bwd_run<NP, V, true, TAIL, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows,
+                                                 cols, rows_per_chunk);
+  } else {
+    check_fits<TAIL, NP>(cols, 1);
+    kk_norms::norm_bwd_run<NP, 1, true, TAIL, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows,
+                                                 cols, rows_per_chunk);
+  }
 }

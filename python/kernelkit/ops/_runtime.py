@@ -88,15 +88,10 @@ def pow2ceil(n: int) -> int:
 VEC = {dt: 16 // torch.empty((), dtype=dt).element_size() for dt in CTYPE}
 
 
-# Elements per block of the grid-stride kernels: 16-byte vectors, 4 per thread, BLOCK threads.
-ELEMS_PER_BLOCK = {dt: VEC[dt] * BLOCK * 4 for dt in CTYPE}
-
-
-def flat_grid(n: int, dtype: torch.dtype) -> int:
-    """Blocks for the grid-stride kernels: one pass per block. Measured on the H200
-    (bench/grid_sweep.py), this full grid beats capped, persistent grids of 1-16 blocks per SM by
-    2-10% at 64M elements and ties torch.compile."""
-    return max(1, cdiv(n, ELEMS_PER_BLOCK[dtype]))
+def flat_grid(n: int, dtype: torch.dtype, packs: int, block: int = BLOCK) -> int:
+    """Blocks for one pass of a grid-stride kernel whose threads take ``packs`` 16-byte vectors each.
+    On the H200 one pass beats persistent grids for the plain streaming kernels (bench/sweep_flat.py)."""
+    return max(1, cdiv(n, VEC[dtype] * block * packs))
 
 
 def strided_arg(shape: Sequence[int], tensors: Sequence[torch.Tensor]) -> bytes:

@@ -9,9 +9,9 @@ from kernelkit.library import TensorSpec, broadcast, op
 from kernelkit.ops._runtime import (
     BLOCK,
     CTYPE,
-    ELEMS_PER_BLOCK,
     FLOATS,
     MAX_DIMS,
+    VEC,
     cdiv,
     flat_grid,
     kernel,
@@ -34,7 +34,7 @@ def _launch(name: str, inputs, out) -> None:
         # The hot path: kernel and grid inline, every Python call here costs host time.
         key = (name, out.dtype)
         k = _KERNELS.get(key) or _KERNELS.setdefault(key, kernel("elementwise", f"kk_{name}<{CTYPE[out.dtype]}>"))
-        per_block = ELEMS_PER_BLOCK[out.dtype]  # flat_grid, inlined
+        per_block = _PER_BLOCK[out.dtype]  # flat_grid, inlined
         k.launch((n + per_block - 1) // per_block, BLOCK, (*inputs, out, n))
         return
     if len(shape) > MAX_DIMS:
@@ -48,6 +48,10 @@ def _launch(name: str, inputs, out) -> None:
 
 
 _KERNELS: dict = {}
+# Elements per block of kk_add/kk_mul/kk_muladd: one 16-byte pack per input and thread (kernels/elementwise.cu).
+_PER_BLOCK = {dt: VEC[dt] * BLOCK for dt in CTYPE}
+# kk_scale_ takes 8 packs per thread.
+_SCALE_PACKS = 8
 
 
 def _cpu(name: str, inputs, out) -> None:
@@ -142,7 +146,7 @@ def _scale_cuda(x, s):
         return
     ctype = CTYPE[x.dtype]
     if x.is_contiguous():
-        kernel("elementwise", f"kk_scale_<{ctype}>").launch(flat_grid(n, x.dtype), BLOCK, (x, s, n))
+        kernel("elementwise", f"kk_scale_<{ctype}>").launch(flat_grid(n, x.dtype, _SCALE_PACKS), BLOCK, (x, s, n))
     elif x.dim() <= MAX_DIMS and 0 not in x.stride():
         with torch.cuda.device(x.device):  # no tensor argument to take the device from
             args = (x.data_ptr(), s, n, strided_arg(x.shape, (x,)))

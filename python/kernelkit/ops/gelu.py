@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from kernelkit import _native
 from kernelkit.library import TensorSpec, like, op
-from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, acc_dtype, cdiv, flat_grid, kernel, sm_count
+from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, acc_dtype, cdiv, flat_grid, kernel, resident_blocks
 
 _APPROX = {"tanh": 1, "none": 0}
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
@@ -26,8 +28,22 @@ def _forward_cuda(x, bias, approximate, out):
     if n == 0:
         return
     cols = bias.numel()
-    k = kernel("gelu", f"kk_bias_gelu_fwd<{CTYPE[x.dtype]}, {mode}>")
-    k.launch(flat_grid(n, x.dtype), BLOCK, (x, bias, out, n // cols, cols))
+    k, block, cap = _forward_shape(x.dtype, mode, x.get_device())
+    k.launch(min(flat_grid(n, x.dtype, _FWD_PACKS[x.dtype], block), cap), block, (x, bias, out, n // cols, cols))
+
+
+# Packs per thread of the forward (kernels/gelu.cu: U, double 2).
+_FWD_PACKS = {torch.float64: 2, torch.float32: 4, torch.float16: 4, torch.bfloat16: 4}
+
+
+@functools.cache
+def _forward_shape(dtype: torch.dtype, mode: int, dev: int):
+    """(kernel, block, grid cap): 16-bit types run 128-thread blocks, 8 waves of them at most (their GELU
+    arithmetic needs loads of the next pass in flight); the others one pass of 256-thread blocks."""
+    k = kernel("gelu", f"kk_bias_gelu_fwd<{CTYPE[dtype]}, {mode}>")
+    if dtype.itemsize == 2:
+        return k, 128, 8 * resident_blocks(k, 128, dev)
+    return k, BLOCK, 1 << 62
 
 
 def _forward_cpu(x, bias, approximate, out):
@@ -45,17 +61,16 @@ def _backward_cuda(grad, x, bias, approximate, grad_x, grad_bias):
         return
     ctype = CTYPE[x.dtype]
     dev = x.get_device()
-    # Launch shape from kernels/gelu.cu: column tiles of 8 vectors; enough row chunks to fill two
-    # blocks per SM (the kernel's occupancy), at most 64 so the partial sums stay small.
+    # Launch shape from kernels/gelu.cu: column tiles of 8 vectors; enough row chunks for about one
+    # full wave of blocks, at most 64 so the partial sums stay small.
     vec = 16 // x.element_size() if x.dtype != torch.float64 else 1
     grid_x = cdiv(cols, 8 * vec) if vec > 1 and cols % vec == 0 else cdiv(cols, 32)
-    chunks = max(1, min(2 * 2 * sm_count(dev) // grid_x, cdiv(rows, 16), 64))
+    k = kernel("gelu", f"kk_bias_gelu_bwd<{ctype}, {mode}>")
+    chunks = max(1, min(resident_blocks(k, BLOCK, dev) // grid_x, cdiv(rows, 16), 64))
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)
     partial = torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device)
-    kernel("gelu", f"kk_bias_gelu_bwd<{ctype}, {mode}>").launch(
-        (grid_x, chunks), BLOCK, (grad, x, bias, grad_x, partial, rows, cols, rows_per_chunk)
-    )
+    k.launch((grid_x, chunks), BLOCK, (grad, x, bias, grad_x, partial, rows, cols, rows_per_chunk))
     kernel("gelu", f"kk_column_sum<{ctype}>").launch(cdiv(cols, BLOCK), BLOCK, (partial, grad_bias, chunks, cols))
 
 

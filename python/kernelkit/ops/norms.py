@@ -95,11 +95,13 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
 
 
 @functools.cache
-def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
+def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool):
     """(kernel, block, rows per block, chunks in one wave, column-sum kernel)."""
-    k = kernel("norms", f"{name}<{CTYPE[dtype]}>")
-    # Any R is correct for the backward (its tail is streamed at run time): no alignment check needed.
-    r, y, _ = _row_block(_BWD_PACKS[dtype], dtype, cols, cols % VEC[dtype] == 0)
+    packs = _BWD_PACKS[dtype]
+    r, y, tail = _row_block(packs, dtype, cols, vec)
+    # Rows held whole prefetch the next row; float32 LayerNorm spills doing so and keeps the tail kernel.
+    tail = tail or (name, dtype) == ("kk_layer_norm_bwd", torch.float32)
+    k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}>")
     return k, (r, y), y, resident_blocks(k, r * y, dev), kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
 
 
@@ -113,7 +115,8 @@ def _launch_backward(name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, 
         for g in grads:
             g.zero_()
         return
-    k, block, per_block, wave, column_sum = _backward_shape(name, x.dtype, cols, x.get_device())
+    vec = _vector_path(cols, x.dtype, (*head, gx))
+    k, block, per_block, wave, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec)
     chunks = min(cdiv(rows, per_block), wave)
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)
