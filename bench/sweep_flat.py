@@ -1,6 +1,6 @@
 # ruff: noqa: B023, E731  (each lambda is timed before the loop moves on)
 """Variant sweep for the flat kernels of issue 3 (add, muladd, bias_gelu forward and backward) at 64M
-elements: packs per thread, register caps, grid sizes and cache hints, each next to torch.compile.
+elements: load instructions (cache hints), packs per thread, block and grid sizes, next to torch.compile.
 
 Every variant is kernels/<family>.cu with one line rewritten, compiled with NVRTC, launched straight
 through Kernel.launch, and checked against the shipped op's output before it is timed (CUDA-event
@@ -28,9 +28,35 @@ def median_us(fn, reps=30):
     return _gpu_median_ms([fn], reps=reps, warmup=3) * 1e3
 
 
-def variant(family, subs=()):
-    """kernels/<family>.cu with each (pattern, replacement) applied once, compiled."""
-    key = (family, subs)
+_LDG = "__ldg(reinterpret_cast<const uint4*>(p))"
+# 16-byte load instructions for the read-only path of kk::load_vec (kernels/common.cuh).
+HINTS = {
+    "ld.nc": None,
+    "ld.plain": "ld.global.v4.u32",
+    "ld.nc.L2::256B": "ld.global.nc.L2::256B.v4.u32",
+    "ld.nc.L1::no_allocate.L2::256B": "ld.global.nc.L1::no_allocate.L2::256B.v4.u32",
+}
+
+
+def common_with(hint):
+    """common.cuh whose read-only 16-byte loads use the PTX instruction HINTS[hint]."""
+    src = _native.op_source("common.cuh")
+    ins = HINTS[hint]
+    if ins is None:
+        return src
+    helper = (
+        "__device__ __forceinline__ uint4 sweep_ld(const void* p) {\n  uint4 u;\n"
+        f'  asm("{ins} {{%0, %1, %2, %3}}, [%4];" : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(p));\n'
+        "  return u;\n}\n"
+    )
+    assert _LDG in src
+    src = src.replace(_LDG, "sweep_ld(p)")
+    return src.replace("namespace kk {\n", "namespace kk {\n" + helper, 1)
+
+
+def variant(family, hint="ld.nc", subs=()):
+    """kernels/<family>.cu with each (pattern, replacement) applied once and the load hint, compiled."""
+    key = (family, hint, subs)
     if key not in _modules:
         src = _native.op_source(f"{family}.cu")
         for pat, rep in subs:
@@ -38,9 +64,7 @@ def variant(family, subs=()):
             if n != 1:
                 raise ValueError(f"pattern {pat!r} not found in {family}.cu")
         tag = abs(hash(key)) % 10**8
-        _modules[key] = kernelkit.load_inline(
-            f"flat_{family}_{tag}", src, headers={"common.cuh": _native.op_source("common.cuh")}
-        )
+        _modules[key] = kernelkit.load_inline(f"flat_{family}_{tag}", src, headers={"common.cuh": common_with(hint)})
     return _modules[key]
 
 
@@ -69,24 +93,17 @@ def sweep_gelu_fwd(dtype, copy, results):
     cg = torch.compile(lambda x, b: F.gelu(x + b, approximate="tanh"))
     out.append(("torch.compile", median_us(lambda: cg(x, bias))))
     sms = sm_count(0)
-    unroll = r"constexpr int U = sizeof\(T\) == 8 \? 2 : kUnroll;"
-    for u in (1, 2, 4):
-        subs = ((unroll, f"constexpr int U = sizeof(T) == 8 ? 2 : {u};"),) if u != 4 else ()
-        k = variant("gelu", subs).kernel(f"kk_bias_gelu_fwd<{ct}, 1>")
-        for block in (128, 256, 512):
+    for hint in HINTS:
+        k = variant("gelu", hint).kernel(f"kk_bias_gelu_fwd<{ct}, 1>")
+        for block in (128, 256):
             occ = max(1, k.occupancy(block, 0, 0))
-            full = cdiv(n, VEC[dtype] * block * u)
-            for gname, g in (
-                ("full", full),
-                ("2wave", 2 * occ * sms),
-                ("4wave", 4 * occ * sms),
-                ("8wave", 8 * occ * sms),
-            ):
+            full = cdiv(n, VEC[dtype] * block * 4)
+            for gname, g in (("full", full), ("8wave", 8 * occ * sms)):
                 g = min(g, full)
                 fn = lambda: k.launch(g, block, (x, bias, y, ROWS, COLS))
                 y.fill_(float("nan"))
                 fn()
-                tag = f"U{u} block {block} occ{occ} grid {gname}={g}"
+                tag = f"{hint} block {block} grid {gname}={g}"
                 out.append((tag + ("" if same(y, ref, 1e-2) else " WRONG"), median_us(fn)))
     report(f"bias_gelu fwd {str(dtype)[6:]} {ROWS}x{COLS}", out, 2 * x.nbytes, copy, results)
 
@@ -99,53 +116,31 @@ def sweep_gelu_bwd(dtype, copy, results):
     gelu_mod = importlib.import_module("kernelkit.ops.gelu")
     ref_gx, ref_gb = gelu_mod.bias_gelu_backward(g, x, bias, "tanh")
     out = [("shipped op", median_us(lambda: gelu_mod.bias_gelu_backward(g, x, bias, "tanh")))]
-    xr = x.detach().requires_grad_()
-    br = bias.detach().requires_grad_()
-
-    def compiled_bwd(x, b, g):
-        return torch.autograd.grad(F.gelu(x + b, approximate="tanh"), (x, b), g)
-
-    cb = torch.compile(compiled_bwd)
-    out.append(("torch.compile fwd+bwd (reference only)", median_us(lambda: cb(xr, br, g))))
     sms = sm_count(0)
-    vec = VEC[dtype]
-    grid_x = cdiv(COLS, 8 * vec)
+    grid_x = cdiv(COLS, 8 * VEC[dtype])
     gx = torch.empty_like(x)
     gb = torch.empty_like(bias)
-    for u in (1, 2):
-        for minb in (2, 3, 4):
-            subs = (
-                (r"constexpr int U = sizeof\(T\) == 8 \? 1 : 2;", f"constexpr int U = sizeof(T) == 8 ? 1 : {u};"),
-                (r"__launch_bounds__\(256, 2\)\nkk_bias_gelu_bwd", f"__launch_bounds__(256, {minb})\nkk_bias_gelu_bwd"),
-            )
-            label = f"U{u} lb{minb}"
-            try:
-                mod = variant("gelu", subs)
-                k = mod.kernel(f"kk_bias_gelu_bwd<{ct}, 1>")
-                cs = mod.kernel(f"kk_column_sum<{ct}>")
-            except Exception as ex:
-                out.append((f"{label} compile error {str(ex)[:60]}", float("nan")))
-                continue
-            occ = max(1, k.occupancy(256, 0, 0))
-            for mult in (1, 2):
-                chunks = max(1, min(mult * occ * sms // grid_x, cdiv(ROWS, 16), 64))
-                rpc = cdiv(ROWS, chunks)
-                chunks = cdiv(ROWS, rpc)
-                part = torch.empty((chunks, COLS), dtype=torch.float32, device="cuda")
+    for hint in HINTS:
+        mod = variant("gelu", hint)
+        k = mod.kernel(f"kk_bias_gelu_bwd<{ct}, 1>")
+        cs = mod.kernel(f"kk_column_sum<{ct}>")
+        occ = max(1, k.occupancy(256, 0, 0))
+        for mult in (1, 2):
+            chunks = max(1, min(mult * occ * sms // grid_x, cdiv(ROWS, 16), 64))
+            rpc = cdiv(ROWS, chunks)
+            chunks = cdiv(ROWS, rpc)
+            part = torch.empty((chunks, COLS), dtype=torch.float32, device="cuda")
 
-                def fn():
-                    k.launch((grid_x, chunks), 256, (g, x, bias, gx, part, ROWS, COLS, rpc))
-                    cs.launch(cdiv(COLS, 256), 256, (part, gb, chunks, COLS))
+            def fn():
+                k.launch((grid_x, chunks), 256, (g, x, bias, gx, part, ROWS, COLS, rpc))
+                cs.launch(cdiv(COLS, 256), 256, (part, gb, chunks, COLS))
 
-                gx.fill_(float("nan"))
-                fn()
-                good = same(gx, ref_gx, 1e-2) and same(gb, ref_gb, 5e-2)
-                tag = f"{label} occ{occ} chunks {mult}x={chunks}"
-                out.append((tag + ("" if good else " WRONG"), median_us(fn)))
+            gx.fill_(float("nan"))
+            fn()
+            good = same(gx, ref_gx, 1e-2) and same(gb, ref_gb, 5e-2)
+            tag = f"{hint} occ{occ} chunks {mult}x={chunks}"
+            out.append((tag + ("" if good else " WRONG"), median_us(fn)))
     report(f"bias_gelu bwd {str(dtype)[6:]} {ROWS}x{COLS}", out, 3 * x.nbytes, copy, results)
-
-
-_STORE = r"\*reinterpret_cast<uint4\*>\(p\) = \*reinterpret_cast<const uint4\*>\(&r\);"
 
 
 def sweep_elementwise(op, dtype, copy, results):
@@ -159,28 +154,17 @@ def sweep_elementwise(op, dtype, copy, results):
     math = {"add": lambda a, b: a + b, "muladd": lambda a, b, c: a * b + c}[op]
     cm = torch.compile(math)
     out.append(("torch.compile", median_us(lambda: cm(*ins))))
-    common = _native.op_source("common.cuh")
-    hints = {
-        "plain": common,
-        "st.cs": re.sub(_STORE, "__stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&r));", common),
-    }
-    for hname, hsrc in hints.items():
-        for u in (1, 2, 4):
-            src = _native.op_source("elementwise.cu").replace(
-                "constexpr int U = NIN == 1 ? 2 * kUnroll : kUnroll;", f"constexpr int U = NIN == 1 ? 8 : {u};"
-            )
-            key = ("ew", hname, u)
-            if key not in _modules:
-                _modules[key] = kernelkit.load_inline(
-                    f"flat_ew_{hname.replace('.', '')}_{u}", src, headers={"common.cuh": hsrc}
-                )
-            k = _modules[key].kernel(f"kk_{op}<{ct}>")
-            for block in (128, 256, 512):
+    unroll = r"constexpr int U = NIN == 1 \? 2 \* kUnroll : 1;"
+    for hint in HINTS:
+        for u in (1, 2):
+            subs = ((unroll, f"constexpr int U = NIN == 1 ? 8 : {u};"),)
+            k = variant("elementwise", hint, subs).kernel(f"kk_{op}<{ct}>")
+            for block in (128, 256):
                 g = cdiv(n, VEC[dtype] * block * u)
                 fn = lambda: k.launch(g, block, (*ins, o, n))
                 o.fill_(float("nan"))
                 fn()
-                tag = f"{hname} U{u} block {block} grid {g}"
+                tag = f"{hint} U{u} block {block} grid {g}"
                 out.append((tag + ("" if torch.equal(o, ref) else " WRONG"), median_us(fn)))
     report(f"{op} {str(dtype)[6:]} {ROWS}x{COLS}", out, (nin + 1) * o.nbytes, copy, results)
 
