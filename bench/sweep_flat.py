@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import kernelkit
 from kernelkit import _native
-from kernelkit.bench import _gpu_median_ms
+from kernelkit.bench import _gpu_median_ms, copy_bandwidth
 from kernelkit.ops._runtime import CTYPE, VEC, cdiv, sm_count
 
 ROWS, COLS = 8192, 8192
@@ -174,9 +174,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--only", nargs="*", default=["gelu_fwd", "gelu_bwd", "ew"])
     a = ap.parse_args()
-    src = torch.empty(2**28, dtype=torch.float32, device="cuda")
-    dst = torch.empty_like(src)
-    copy = 2 * src.nbytes / (median_us(lambda: dst.copy_(src)) * 1e-6) / 1e9
+    copy = copy_bandwidth()
     print(f"copy {copy:.0f} GB/s", flush=True)
     results = []
     for dtype in (torch.bfloat16, torch.float32):

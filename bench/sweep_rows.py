@@ -16,7 +16,7 @@ import torch
 
 import kernelkit
 from kernelkit import _native
-from kernelkit.bench import _gpu_median_ms
+from kernelkit.bench import _gpu_median_ms, copy_bandwidth
 from kernelkit.ops import norms
 from kernelkit.ops._runtime import BLOCK, CTYPE, VEC, cdiv, sm_count
 
@@ -225,9 +225,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--only", nargs="*", default=["norm_bwd", "softmax", "ce"])
     a = ap.parse_args()
-    src = torch.empty(2**28, dtype=torch.float32, device="cuda")
-    dst = torch.empty_like(src)
-    COPY[0] = 2 * src.nbytes / (median_us(lambda: dst.copy_(src)) * 1e-6) / 1e9
+    COPY[0] = copy_bandwidth()
     print(f"copy {COPY[0]:.0f} GB/s", flush=True)
     results = []
     for dtype in (torch.bfloat16, torch.float32):

@@ -47,9 +47,17 @@ def instantiations():
     gelu += [f"kk_column_sum<{t}>" for t in TYPES]
     fwd = ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd")
     norms = [f"{k}<{t}, {tail}>" for k in fwd for t in TYPES for tail in ("false", "true")]
-    bwd = [f"{k}<{t}, {tl}>" for k in ("kk_rms_norm_bwd", "kk_layer_norm_bwd") for t in TYPES for tl in ("false", "true")]
+    bwd = [
+        f"{k}<{t}, {tl}>" for k in ("kk_rms_norm_bwd", "kk_layer_norm_bwd") for t in TYPES for tl in ("false", "true")
+    ]
     # Not launched (it spills): the float32 LayerNorm backward keeps its streamed-tail kernel (ops/norms.py).
     norms += [k for k in bwd if k != "kk_layer_norm_bwd<float, false>"]
+    # add_rms_norm's backward (EXTRA = true: a second incoming gradient), as ops/norms.py launches it.
+    norms += [
+        f"kk_rms_norm_bwd<{t}, {tl}, {2 if t in ('double', '__half', '__nv_bfloat16') else 4}, 1, true>"
+        for t in TYPES
+        for tl in ("false", "true")
+    ]
     norms += [f"kk_column_sum<{t}>" for t in TYPES]
     norms += ["kk_layer_norm_fwd<float, false, 4, 1>"]  # the float32 LayerNorm launch (see ops/norms.py)
     sm = [
@@ -130,9 +138,9 @@ def compile_one(lib, inc, src_name, names, arch, cubin_dir):
             f"  {n:45s} regs {regs:>3}  occ@256 {occ}  stack {i.get('stack', 0)}  "
             f"spill {i.get('spill_st', 0)}/{i.get('spill_ld', 0)}{'  <-- BAD' if bad else ''}"
         )
-    warn = [l for l in log.splitlines() if "warning" in l.lower()]
-    for l in warn:
-        print("  " + l)
+    warn = [line for line in log.splitlines() if "warning" in line.lower()]
+    for line in warn:
+        print("  " + line)
     return ok
 
 

@@ -301,7 +301,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 // Register-part columns accumulate pw/pb in registers (one set per row group, combined in row-group
 // order through shared memory at the end of the chunk). Tail columns accumulate directly in the chunk's
 // row of pw/pb (read-modify-write by the owning thread, rows in order; row groups serialized by barriers).
-template <int NP, int W, bool LN, bool TAIL, typename T>
+template <int NP, int W, bool LN, bool TAIL, bool EXTRA, typename T>
 __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* __restrict__ x,
                                              const T* __restrict__ w, const acc_t<T>* __restrict__ mean,
                                              const acc_t<T>* __restrict__ rstd, const T* __restrict__ gextra,
@@ -369,6 +369,16 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       A rsn, mun;
       if constexpr (TAIL) load_row(row, gv, xv, rs, mu);
       else load_row(row + Y, gn, xn, rsn, mun);
+      // The extra gradient (add_rms_norm's residual path, EXTRA) is only needed after the reductions:
+      // for 16-bit types it is loaded now, its latency hidden behind them (float: the registers spill).
+      constexpr bool kEarlyExtra = EXTRA && sizeof(T) == 2;
+      Vec<T, W> ev[NP];
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        const long long p = k * R + tx;
+        if constexpr (kEarlyExtra)
+          ev[k] = kk::load_vec_if<W>(gextra + off + p * W, act && p < cv);
+      }
       A s[NS];
 #pragma unroll
       for (int i = 0; i < NS; ++i) s[i] = A(0);
@@ -402,7 +412,8 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
         const long long p = k * R + tx;
         if (act && p < cv) {
           A e[W], o[W];
-          if (gextra != nullptr) kk::vec_to_acc(load_vec<W>(gextra + off + p * W), e);
+          if constexpr (kEarlyExtra) kk::vec_to_acc(ev[k], e);
+          else if (EXTRA) kk::vec_to_acc(load_vec<W>(gextra + off + p * W), e);
           else {
 #pragma unroll
             for (int j = 0; j < W; ++j) e[j] = A(0);
@@ -422,7 +433,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       if (has_tail) {
         const bool first = row == r0;
         auto tail2 = [&]() {
-          const T* const src[4] = {gy + off, x + off, w, gextra != nullptr ? gextra + off : nullptr};
+          const T* const src[4] = {gy + off, x + off, w, EXTRA ? gextra + off : nullptr};
           tail_loop<1, 0u, W>(src, p_tail, cv, R, [&](long long p, const Packs<4, W, T>& q) {
             A o[W];
 #pragma unroll
@@ -560,7 +571,8 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 }
 
 // RMSNorm backward: gx = round(rstd*(gy*w - xhat*sum(gy*w*xhat)/cols) + g_extra), xhat = x*rstd
-// (g_extra may be nullptr; for add_rms_norm it is the gradient flowing into new_residual);
+// (g_extra: for add_rms_norm the gradient flowing into new_residual, with EXTRA = true; without it,
+// EXTRA = false and g_extra == nullptr, else the kernel traps);
 // partial[chunk*cols + c] = sum over the chunk's rows of gy*xhat (A), chunk k = rows
 // [k*rows_per_chunk, min(rows, (k+1)*rows_per_chunk)). Reduce with kk_column_sum(partial, dw, nchunks, cols)
 // from common.cuh.
@@ -574,24 +586,26 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 //   nchunks = ceil(rows / rows_per_chunk); grid = nchunks (any grid is correct: grid-stride over chunks,
 //   but grid == nchunks loads w into registers only once per block).
 //   partial: nchunks * cols A values, fully written (no zero fill needed). No dynamic shared memory.
-//   (Tried: rows held whole with the partials in shared memory and 4 packs for 16-bit types: no faster in
+//   TAIL = false (rows held whole, cols <= E * R, else the kernel traps) loads the next row before this
+//   row's reductions. (Tried: the partials in shared memory with 4 packs for 16-bit types: no faster in
 //   `kernelkit bench llm`, bench/NOTES.md session 3.)
-template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1>
+template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool EXTRA = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                 const typename kk::Acc<T>::type* __restrict__ rstd, const T* __restrict__ g_extra,
                 T* __restrict__ gx, typename kk::Acc<T>::type* __restrict__ partial, long long rows, long long cols,
                 long long rows_per_chunk) {
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
+  if (EXTRA != (g_extra != nullptr)) __trap();
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 &&
       kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx))) {
     check_fits<TAIL, NP>(cols, V);
-    kk_norms::norm_bwd_run<NP, V, false, TAIL, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
+    kk_norms::norm_bwd_run<NP, V, false, TAIL, EXTRA, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
                                                   cols, rows_per_chunk);
   } else {
     check_fits<TAIL, NP>(cols, 1);
-    kk_norms::norm_bwd_run<NP, 1, false, TAIL, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
+    kk_norms::norm_bwd_run<NP, 1, false, TAIL, EXTRA, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
                                                   cols, rows_per_chunk);
   }
 }
@@ -611,11 +625,11 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx))) {
     check_fits<TAIL, NP>(cols, V);
-    kk_norms::norm_bwd_run<NP, V, true, TAIL, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows,
+    kk_norms::norm_bwd_run<NP, V, true, TAIL, false, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows,
                                                  cols, rows_per_chunk);
   } else {
     check_fits<TAIL, NP>(cols, 1);
-    kk_norms::norm_bwd_run<NP, 1, true, TAIL, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows,
+    kk_norms::norm_bwd_run<NP, 1, true, TAIL, false, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows,
                                                  cols, rows_per_chunk);
   }
 }

@@ -95,19 +95,23 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
 
 
 @functools.cache
-def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool):
-    """(kernel, block, rows per block, chunks in one wave, column-sum kernel)."""
+def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool, extra: bool):
+    """(kernel, block, rows per block, chunks in one wave, column-sum kernel). ``extra``: the kernel adds
+    a second incoming gradient (add_rms_norm's residual path; its own instantiation, EXTRA)."""
     packs = _BWD_PACKS[dtype]
     r, y, tail = _row_block(packs, dtype, cols, vec)
     # Rows held whole prefetch the next row; float32 LayerNorm spills doing so and keeps the tail kernel.
     tail = tail or (name, dtype) == ("kk_layer_norm_bwd", torch.float32)
-    k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}>")
+    suffix = f", {packs}, 1, true" if extra else ""
+    k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}{suffix}>")
     return k, (r, y), y, resident_blocks(k, r * y, dev), kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
 
 
-def _launch_backward(name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple, **stats) -> None:
+def _launch_backward(
+    name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple, extra: bool = False, **stats
+) -> None:
     """One chunk of rows per block writes its column partials of the weight (and bias) gradient;
-    kk_column_sum adds them in chunk order (deterministic)."""
+    kk_column_sum adds them in chunk order (deterministic). ``extra``: head carries g_extra."""
     cols = x.shape[-1]
     rows = x.numel() // cols if cols else 0
     check_stats(f"kernelkit::{name[3:-4]}_backward", x, rows, **stats)
@@ -116,7 +120,7 @@ def _launch_backward(name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, 
             g.zero_()
         return
     vec = _vector_path(cols, x.dtype, (*head, gx))
-    k, block, per_block, wave, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec)
+    k, block, per_block, wave, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
     chunks = min(cdiv(rows, per_block), wave)
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)
@@ -194,7 +198,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
 def add_rms_norm_backward(grad, grad_residual, new_residual, weight, rstd, grad_h, grad_weight):
     """Gradients of add_rms_norm for h = x + residual (both inputs get it) and weight."""
     head = (grad, new_residual, weight, rstd, grad_residual)
-    _launch_backward("kk_rms_norm_bwd", new_residual, head, grad_h, (grad_weight,), rstd=rstd)
+    _launch_backward("kk_rms_norm_bwd", new_residual, head, grad_h, (grad_weight,), extra=True, rstd=rstd)
 
 
 def _add_setup(ctx, inputs, output):
