@@ -509,6 +509,22 @@ template <bool TAIL, int NP> __device__ __forceinline__ void check_fits(long lon
   if (!TAIL && cols > (long long)NP * W * blockDim.x) __trap();
 }
 
+// Backward entry: the 16-byte path when cols % VEC == 0 and every T pointer is aligned, else scalar.
+template <int NP, bool LN, bool TAIL, bool EXTRA, typename T>
+__device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, const kk::acc_t<T>* mean,
+                                         const kk::acc_t<T>* rstd, const T* g_extra, T* gx, kk::acc_t<T>* pw,
+                                         kk::acc_t<T>* pb, long long rows, long long cols, long long rpc) {
+  constexpr int V = kk::kVec<T>;
+  if (cols % V == 0 &&
+      kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx))) {
+    check_fits<TAIL, NP>(cols, V);
+    kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols, rpc);
+  } else {
+    check_fits<TAIL, NP>(cols, 1);
+    kk_norms::norm_bwd_run<NP, 1, LN, TAIL, EXTRA, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols, rpc);
+  }
+}
+
 // RMSNorm forward: y = round(x * rstd * w), rstd[r] = rsqrt(sum(x^2)/cols + eps) (A; rstd may be nullptr).
 // Launch: blockDim = (R, Y), R * Y <= 512 (launch bound), R a power of two <= 32 or a multiple of 32,
 //   R * Y % 32 == 0. NP = kNpFwd (float 8, others 4); E = NP * VEC elements per thread in registers
@@ -597,17 +613,8 @@ kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __re
                 long long rows_per_chunk) {
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   if (EXTRA != (g_extra != nullptr)) __trap();
-  constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 &&
-      kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx))) {
-    check_fits<TAIL, NP>(cols, V);
-    kk_norms::norm_bwd_run<NP, V, false, TAIL, EXTRA, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
-                                                  cols, rows_per_chunk);
-  } else {
-    check_fits<TAIL, NP>(cols, 1);
-    kk_norms::norm_bwd_run<NP, 1, false, TAIL, EXTRA, T>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
-                                                  cols, rows_per_chunk);
-  }
+  norm_bwd<NP, false, TAIL, EXTRA>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
+                                   rows_per_chunk);
 }
 
 // LayerNorm backward: xhat = (x - mean)*rstd, g = gy*w:
@@ -622,14 +629,6 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
                   typename kk::Acc<T>::type* __restrict__ partial_w, typename kk::Acc<T>::type* __restrict__ partial_b,
                   long long rows, long long cols, long long rows_per_chunk) {
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
-  constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx))) {
-    check_fits<TAIL, NP>(cols, V);
-    kk_norms::norm_bwd_run<NP, V, true, TAIL, false, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows,
-                                                 cols, rows_per_chunk);
-  } else {
-    check_fits<TAIL, NP>(cols, 1);
-    kk_norms::norm_bwd_run<NP, 1, true, TAIL, false, T>(gy, x, w, mean, rstd, nullptr, gx, partial_w, partial_b, rows,
-                                                 cols, rows_per_chunk);
-  }
+  norm_bwd<NP, true, TAIL, false>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b, rows, cols,
+                                  rows_per_chunk);
 }
