@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from kernelkit.bench import _gpu_median_ms
-from kernelkit.ops._runtime import CTYPE, kernel, sm_count
+from kernelkit.ops._runtime import CTYPE, VEC, kernel, sm_count
 
 
 def median_us(fn, reps=40):
@@ -23,7 +23,7 @@ def main():
     for dtype in (torch.float32, torch.bfloat16):
         ct = CTYPE[dtype]
         es = torch.empty((), dtype=dtype).element_size()
-        vec = 16 // es
+        vec = VEC[dtype]
         a, b, c = (torch.randn(rows, cols, device="cuda", dtype=dtype) for _ in range(3))
         bias = torch.randn(cols, device="cuda", dtype=dtype)
         out = torch.empty_like(a)

@@ -94,6 +94,19 @@ def ref_cross_entropy(logits, target, reduction="mean", smoothing=SMOOTHING, ign
     return loss.reshape(target.shape) if reduction == "none" else loss
 
 
+def ce_case(reduction="mean", smoothing=0.0, ignore_index=IGNORE, ref=None):
+    """OpCase for K.cross_entropy on inputs the test builds, against F.cross_entropy with the same arguments
+    (or ``ref``)."""
+
+    def kk(logits, t):
+        return (K.cross_entropy(logits, t, ignore_index=ignore_index, reduction=reduction, label_smoothing=smoothing),)
+
+    def same_args(logits, t):
+        return (ref_cross_entropy(logits, t, reduction, smoothing, ignore_index),)
+
+    return OpCase(make=None, kk=kk, ref=ref or same_args, diff=(0,), floor=0.0)
+
+
 def ref_rope(q, k, cos, sin):
     """Hugging Face's apply_rotary_pos_emb (unsqueeze_dim=1); cos/sin (seq, d), (b, seq, d) or (b, 1, seq, d)."""
 
@@ -329,25 +342,13 @@ def test_softmax_along_other_dims(device, dim):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cross_entropy_reductions(device, dtype, reduction, smoothing):
     """(batch, seq, vocab) logits as a causal LM has them, every reduction, with and without label smoothing."""
-    case = OpCase(
-        make=None,
-        kk=lambda logits, t: (K.cross_entropy(logits, t, reduction=reduction, label_smoothing=smoothing),),
-        ref=lambda logits, t: (ref_cross_entropy(logits, t, reduction, smoothing),),
-        diff=(0,),
-        floor=0.0,
-    )
+    case = ce_case(reduction, smoothing)
     logits = rand(3, 11, 257, dtype=dtype, device=device, scale=3)
     check_reference(case, (logits, targets(33, 257, device).view(3, 11)), dtype)
 
 
 def test_cross_entropy_custom_ignore_index(device):
-    case = OpCase(
-        make=None,
-        kk=lambda logits, t: (K.cross_entropy(logits, t, ignore_index=-1, reduction="none"),),
-        ref=lambda logits, t: (ref_cross_entropy(logits, t, "none", 0.0, ignore_index=-1),),
-        diff=(0,),
-        floor=0.0,
-    )
+    case = ce_case("none", ignore_index=-1)
     check_reference(case, (rand(4, 9, device=device), torch.tensor([3, -1, 0, 8], device=device)), torch.float32)
 
 
@@ -668,13 +669,7 @@ def test_cross_entropy_special_values(device, dtype, cols, smoothing):
         # so that fully masked padding positions cannot poison training. The reference gets zeros there.
         return (ref_cross_entropy(logits.masked_fill((t == IGNORE)[:, None], 0.0), t, "none", smoothing),)
 
-    case = OpCase(
-        make=None,
-        kk=lambda logits, t: (K.cross_entropy(logits, t, reduction="none", label_smoothing=smoothing),),
-        ref=ref,
-        diff=(0,),
-        floor=0.0,
-    )
+    case = ce_case("none", smoothing, ref=ref)
     logits, t = _special_ce_rows(cols, dtype)
     check_reference(case, (logits.to(device), t.to(device)), dtype, equal_nan=True, rowwise=True)
 
@@ -682,13 +677,7 @@ def test_cross_entropy_special_values(device, dtype, cols, smoothing):
 @pytest.mark.parametrize("smoothing", [0.0, SMOOTHING])
 def test_cross_entropy_positive_inf_logit(device, smoothing):
     """A +inf logit off the target: torch's loss and gradient row are NaN (as softmax's are for such a row)."""
-    case = OpCase(
-        make=None,
-        kk=lambda logits, t: (K.cross_entropy(logits, t, reduction="none", label_smoothing=smoothing),),
-        ref=lambda logits, t: (ref_cross_entropy(logits, t, "none", smoothing),),
-        diff=(0,),
-        floor=0.0,
-    )
+    case = ce_case("none", smoothing)
     logits = torch.tensor([[math.inf, 0.0, 1.0], [0.5, 0.0, 1.0]], device=device)
     check_reference(case, (logits, torch.tensor([1, 0], device=device)), torch.float32, equal_nan=True)
 
@@ -714,13 +703,7 @@ _TIED_HUGE_BUG = (
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cross_entropy_tied_huge_logits(device, dtype):
     """Logits of 1e30 tied at the row maximum: the loss and gradient keep their O(1) parts, as torch's."""
-    case = OpCase(
-        make=None,
-        kk=lambda logits, t: (K.cross_entropy(logits, t, reduction="none"),),
-        ref=lambda logits, t: (ref_cross_entropy(logits, t, "none", 0.0),),
-        diff=(0,),
-        floor=0.0,
-    )
+    case = ce_case("none")
     logits = torch.tensor([[1e30, 1e30, 1e30, -1e30, 0.0]], dtype=dtype, device=device)
     check_reference(case, (logits, torch.tensor([0], device=device)), dtype)
 
@@ -729,13 +712,7 @@ def test_cross_entropy_tied_huge_logits(device, dtype):
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy_all_targets_ignored(device, reduction, smoothing):
     """As torch: mean is NaN (0 / 0), sum 0, none all zeros, and the logit gradient is all zeros."""
-    case = OpCase(
-        make=None,
-        kk=lambda logits, t: (K.cross_entropy(logits, t, reduction=reduction, label_smoothing=smoothing),),
-        ref=lambda logits, t: (ref_cross_entropy(logits, t, reduction, smoothing),),
-        diff=(0,),
-        floor=0.0,
-    )
+    case = ce_case(reduction, smoothing)
     args = (rand(4, 10, device=device), torch.full((4,), IGNORE, device=device))
     check_reference(case, args, torch.float32, equal_nan=True)
     outs, grads, _ = forward_backward(case.kk, args, case.diff)

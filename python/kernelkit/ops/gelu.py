@@ -8,7 +8,7 @@ import torch
 
 from kernelkit import _native
 from kernelkit.library import TensorSpec, like, op
-from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, acc_dtype, cdiv, flat_grid, kernel, resident_blocks
+from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, acc_dtype, cdiv, kernel, resident_blocks
 
 _APPROX = {"tanh": 1, "none": 0}
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
@@ -28,22 +28,23 @@ def _forward_cuda(x, bias, approximate, out):
     if n == 0:
         return
     cols = bias.numel()
-    k, block, cap = _forward_shape(x.dtype, mode, x.get_device())
-    k.launch(min(flat_grid(n, x.dtype, _FWD_PACKS[x.dtype], block), cap), block, (x, bias, out, n // cols, cols))
+    k, block, per_block, cap = _forward_shape(x.dtype, mode, x.get_device())
+    k.launch(min(cdiv(n, per_block), cap), block, (x, bias, out, n // cols, cols))
 
 
-# Packs per thread of the forward (kernels/gelu.cu: U, double 2).
-_FWD_PACKS = {torch.float64: 2, torch.float32: 4, torch.float16: 4, torch.bfloat16: 4}
+# Elements per thread in one pass of the forward (kernels/gelu.cu: U packs of kGeluVec elements; double
+# has 2 scalar packs).
+_FWD_ELEMS_PER_THREAD = {torch.float64: 2, torch.float32: 16, torch.float16: 32, torch.bfloat16: 32}
 
 
 @functools.cache
 def _forward_shape(dtype: torch.dtype, mode: int, dev: int):
-    """(kernel, block, grid cap): 16-bit types run 128-thread blocks, 8 waves of them at most (their GELU
-    arithmetic needs loads of the next pass in flight); the others one pass of 256-thread blocks."""
+    """(kernel, block, elements per block pass, grid cap): 16-bit types run 128-thread blocks, 8 waves of
+    them at most (their GELU arithmetic needs loads of the next pass in flight); the others one pass of
+    256-thread blocks."""
     k = kernel("gelu", f"kk_bias_gelu_fwd<{CTYPE[dtype]}, {mode}>")
-    if dtype.itemsize == 2:
-        return k, 128, 8 * resident_blocks(k, 128, dev)
-    return k, BLOCK, 1 << 62
+    block, cap = (128, 8 * resident_blocks(k, 128, dev)) if dtype.itemsize == 2 else (BLOCK, 1 << 62)
+    return k, block, _FWD_ELEMS_PER_THREAD[dtype] * block, cap
 
 
 def _forward_cpu(x, bias, approximate, out):
