@@ -7,6 +7,7 @@
 #   steps: tests foundation hostpath ops demo doctor sweep sweep-rows sweep-flat
 #          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes)
 #          llama (bench/llama_train.py on one GPU), ddp (the same under DDP on two GPUs)
+#          triton-ptx (the PTX of the pointwise kernels torch.compile generated in earlier steps)
 #   env: PYTEST_ARGS (extra pytest arguments, e.g. "-n 8 tests/test_llm_ops.py"),
 #        SWEEP_ONLY (families for sweep-rows / sweep-flat, e.g. "norm_bwd")
 set -uo pipefail
@@ -46,6 +47,12 @@ for s in $steps; do
       # shellcheck disable=SC2086
       COLUMNS=200 python3 -m kernelkit bench $names --dtype bfloat16,float32 --json "$OUT/$s.json" 2>&1 \
         | tee "$OUT/$s.log" | tail -3 ;;
+    triton-ptx)
+      mkdir -p "$OUT/triton-ptx"
+      find /tmp/torchinductor_* ~/.triton -name 'triton_poi*.ptx' 2>/dev/null | while read -r f; do
+        cp "$f" "$OUT/triton-ptx/$(basename "$(dirname "$f")" | cut -c1-8)-$(basename "$f")"
+      done
+      ls "$OUT/triton-ptx" | head ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
     ddp) torchrun --nproc-per-node 2 bench/llama_train.py --out "$OUT/llama-ddp.json" 2>&1 | tail -12 ;;
   esac

@@ -93,17 +93,19 @@ def sweep_gelu_fwd(dtype, copy, results):
     cg = torch.compile(lambda x, b: F.gelu(x + b, approximate="tanh"))
     out.append(("torch.compile", median_us(lambda: cg(x, bias))))
     sms = sm_count(0)
-    for hint in HINTS:
-        k = variant("gelu", hint).kernel(f"kk_bias_gelu_fwd<{ct}, 1>")
+    packs = r"constexpr int kGeluFwdPacks = sizeof\(T\) == 8 \? 2 : kUnroll;"
+    for u in (2, 4):
+        k = variant("gelu", "ld.nc", ((packs, f"constexpr int kGeluFwdPacks = {u};"),))
+        k = k.kernel(f"kk_bias_gelu_fwd<{ct}, 1>")
         for block in (128, 256):
             occ = max(1, k.occupancy(block, 0, 0))
-            full = cdiv(n, VEC[dtype] * block * 4)
+            full = cdiv(n, VEC[dtype] * block * u)
             for gname, g in (("full", full), ("8wave", 8 * occ * sms)):
                 g = min(g, full)
                 fn = lambda: k.launch(g, block, (x, bias, y, ROWS, COLS))
                 y.fill_(float("nan"))
                 fn()
-                tag = f"{hint} block {block} grid {gname}={g}"
+                tag = f"U{u} block {block} occ{occ} grid {gname}={g}"
                 out.append((tag + ("" if same(y, ref, 1e-2) else " WRONG"), median_us(fn)))
     report(f"bias_gelu fwd {str(dtype)[6:]} {ROWS}x{COLS}", out, 2 * x.nbytes, copy, results)
 
@@ -117,29 +119,29 @@ def sweep_gelu_bwd(dtype, copy, results):
     ref_gx, ref_gb = gelu_mod.bias_gelu_backward(g, x, bias, "tanh")
     out = [("shipped op", median_us(lambda: gelu_mod.bias_gelu_backward(g, x, bias, "tanh")))]
     sms = sm_count(0)
-    grid_x = cdiv(COLS, 8 * VEC[dtype])
     gx = torch.empty_like(x)
     gb = torch.empty_like(bias)
-    for hint in HINTS:
-        mod = variant("gelu", hint)
+    tile_line = r"W > 1 \? 16 : 32"
+    # column tile width (packs) x row chunks (one or two waves); "alone": without the column-sum launch
+    for tcv in (16, 32):
+        mod = variant("gelu", "ld.nc", ((tile_line, f"W > 1 ? {tcv} : 32"),))
         k = mod.kernel(f"kk_bias_gelu_bwd<{ct}, 1>")
         cs = mod.kernel(f"kk_column_sum<{ct}>")
         occ = max(1, k.occupancy(256, 0, 0))
-        for mult in (1, 2):
-            chunks = max(1, min(mult * occ * sms // grid_x, cdiv(ROWS, 16), 64))
+        grid_x = cdiv(COLS, tcv * VEC[dtype])
+        for waves in (1, 2):
+            chunks = max(1, waves * occ * sms // grid_x)
             rpc = cdiv(ROWS, chunks)
             chunks = cdiv(ROWS, rpc)
             part = torch.empty((chunks, COLS), dtype=torch.float32, device="cuda")
-
-            def fn():
-                k.launch((grid_x, chunks), 256, (g, x, bias, gx, part, ROWS, COLS, rpc))
-                cs.launch(cdiv(COLS, 256), 256, (part, gb, chunks, COLS))
-
+            main = lambda: k.launch((grid_x, chunks), 256, (g, x, bias, gx, part, ROWS, COLS, rpc))
+            both = lambda: (main(), cs.launch(cdiv(COLS, 256), 256, (part, gb, chunks, COLS)))
             gx.fill_(float("nan"))
-            fn()
+            both()
             good = same(gx, ref_gx, 1e-2) and same(gb, ref_gb, 5e-2)
-            tag = f"{hint} occ{occ} chunks {mult}x={chunks}"
-            out.append((tag + ("" if good else " WRONG"), median_us(fn)))
+            tag = f"tile {tcv} packs occ{occ} grid {grid_x}x{chunks} ({grid_x * chunks / (occ * sms):.2f} waves)"
+            out.append((tag + ("" if good else " WRONG"), median_us(both)))
+            out.append((tag + " alone", median_us(main)))
     report(f"bias_gelu bwd {str(dtype)[6:]} {ROWS}x{COLS}", out, 3 * x.nbytes, copy, results)
 
 
@@ -177,13 +179,15 @@ def main():
     copy = copy_bandwidth()
     print(f"copy {copy:.0f} GB/s", flush=True)
     results = []
-    for dtype in (torch.bfloat16, torch.float32):
+    for dtype in (torch.bfloat16, torch.float32, torch.float16):
         jobs = []
-        if "gelu_fwd" in a.only:
+        if "gelu_fwd" in a.only:  # float16 too: its tanh forward has a 4-byte spill (check_compile.py)
             jobs.append(lambda: sweep_gelu_fwd(dtype, copy, results))
-        if "gelu_bwd" in a.only:
+        if dtype == torch.float16:
+            pass
+        elif "gelu_bwd" in a.only:
             jobs.append(lambda: sweep_gelu_bwd(dtype, copy, results))
-        if "ew" in a.only:
+        if "ew" in a.only and dtype != torch.float16:
             jobs += [lambda op=op: sweep_elementwise(op, dtype, copy, results) for op in ("add", "muladd")]
         for job in jobs:
             try:

@@ -132,8 +132,8 @@ template <typename T> constexpr int kGeluBwdMinBlocks = sizeof(T) == 4 ? 4 : 2;
 // Pack width: 16 bytes, except double, whose exp/erf need the registers (8-byte loads coalesce as well).
 template <typename T> constexpr int kGeluVec = sizeof(T) == 8 ? 1 : kVec<T>;
 
-// ---- forward: flat grid-stride over rows*cols/W packs; the column of each of the thread's U packs is
-// tracked incrementally (3 divisions per thread in total, none per element).
+// ---- forward: flat grid-stride over rows*cols/W packs; one division per thread and pass gives the column
+// of its first pack, the other U - 1 follow incrementally.
 template <int APPROX, int W, typename T>
 __device__ __forceinline__ void fwd_pack(const T* x, const T* bias, T* y, long long i, long long col) {
   using A = acc_t<T>;
@@ -145,45 +145,62 @@ __device__ __forceinline__ void fwd_pack(const T* x, const T* bias, T* y, long l
   store_vec<W>(y + i * W, acc_to_vec<T, W>(r));
 }
 
-template <typename T, int APPROX, int W>
-__device__ __forceinline__ void bias_gelu_fwd_run(const T* x, const T* bias, T* y, long long rows, long long cv) {
+// Packs per thread and pass: 4, double 2 (its exp/erf registers).
+template <typename T> constexpr int kGeluFwdPacks = sizeof(T) == 8 ? 2 : kUnroll;
+
+template <typename I> __device__ __forceinline__ I mod_i(I a, I b) {
+  if constexpr (sizeof(I) == 4) return a % b;
+  else return mod_ll(a, b);
+}
+
+// I: the index type, unsigned when every pack index of the grid fits (fewer instructions and registers,
+// a native 32-bit division), else long long.
+template <typename T, int APPROX, int W, typename I>
+__device__ __forceinline__ void bias_gelu_fwd_run(const T* x, const T* bias, T* y, I total, I cv) {
   using A = acc_t<T>;
-  constexpr int U = sizeof(T) == 8 ? 2 : kUnroll;  // double: 2 packs (exp/erf registers)
-  const long long total = rows * cv;  // packs
-  const long long bd = blockDim.x;
-  const long long step = (long long)gridDim.x * bd * U;
-  long long i = (long long)blockIdx.x * bd * U + threadIdx.x;
-  if (i >= total) return;
-  const long long step_mod = mod_ll(step, cv), bd_mod = mod_ll(bd, cv);
-  long long col = mod_ll(i, cv);  // column pack of pack i; pack i + k*bd is derived on the fly
+  constexpr int U = kGeluFwdPacks<T>;
+  const I bd = blockDim.x;
+  const I step = (I)gridDim.x * bd * U;
+  I i = (I)blockIdx.x * bd * U + threadIdx.x;
+  const int bd_mod = (int)(bd < cv ? bd : mod_i(bd, cv));  // column advance from pack i to pack i + bd
   for (; i + (U - 1) * bd < total; i += step) {
-    Vec<T, W> vx[U], vb[U];
-    long long ck = col;
+    // The x loads go out before the column arithmetic (a division): in a one-pass grid each thread
+    // runs this once, and whatever precedes its loads adds to its lifetime.
+    Vec<T, W> vx[U];
 #pragma unroll
-    for (int k = 0; k < U; ++k) {
-      vx[k] = load_vec<W>(x + (i + k * bd) * W);
-      vb[k] = load_vec<W>(bias + ck * W);  // L1-resident
-      ck += bd_mod;
-      if (ck >= cv) ck -= cv;
-    }
+    for (int k = 0; k < U; ++k) vx[k] = load_vec<W>(x + (long long)(i + k * bd) * W);
+    I ck = mod_i(i, cv);
 #pragma unroll
     for (int k = 0; k < U; ++k) {
       A a[W], b[W], r[W];
       vec_to_acc(vx[k], a);
-      vec_to_acc(vb[k], b);
+      vec_to_acc(load_vec<W>(bias + (long long)ck * W), b);  // L1-resident
+      ck += bd_mod;
+      if (ck >= cv) ck -= cv;
 #pragma unroll
       for (int j = 0; j < W; ++j) r[j] = gelu_f<APPROX, (sizeof(T) < 4)>(a[j] + b[j]);
-      store_vec<W>(y + (i + k * bd) * W, acc_to_vec<T, W>(r));
+      store_vec<W>(y + (long long)(i + k * bd) * W, acc_to_vec<T, W>(r));
     }
-    col += step_mod;
-    if (col >= cv) col -= cv;
   }
+  if (i >= total) return;
+  I ck = mod_i(i, cv);
 #pragma unroll
   for (int k = 0; k < U - 1; ++k) {  // last partial iteration (fixed count: no trip-count division)
-    if (i + k * bd < total) fwd_pack<APPROX, W>(x, bias, y, i + k * bd, col);
-    col += bd_mod;
-    if (col >= cv) col -= cv;
+    if (i + k * bd < total) fwd_pack<APPROX, W>(x, bias, y, (long long)(i + k * bd), (long long)ck);
+    ck += bd_mod;
+    if (ck >= cv) ck -= cv;
   }
+}
+
+template <typename T, int APPROX, int W>
+__device__ __forceinline__ void bias_gelu_fwd_dispatch(const T* x, const T* bias, T* y, long long rows,
+                                                       long long cv) {
+  const long long total = rows * cv;  // packs
+  const long long span = (long long)gridDim.x * blockDim.x * kGeluFwdPacks<T>;
+  if (total < (1ll << 31) && span < (1ll << 31))  // i < total + span < 2^32: no unsigned wrap
+    bias_gelu_fwd_run<T, APPROX, W, unsigned>(x, bias, y, (unsigned)total, (unsigned)cv);
+  else
+    bias_gelu_fwd_run<T, APPROX, W, long long>(x, bias, y, total, cv);
 }
 
 // ---- backward: block = (tile of tcv column packs) x (row chunk). Thread (g, lc) owns column pack
@@ -230,9 +247,9 @@ __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const
   __shared__ A red[256 * W];  // blockDim.x <= 256 (launch bounds)
   const long long cv = cols / W;
   const int nt = blockDim.x;
-  // Tile width in packs: 8 x 16 B = one 128 B line per row, so that even moderately wide inputs give
-  // enough (tile, chunk) blocks; the scalar path keeps 32 elements per row for coalescing.
-  const int tcv = (int)min_ll(min_ll(nt, W > 1 ? 8 : 32), cv);
+  // Tile width in packs: 16 x 16 B = two 128 B lines per row (8 packs: 3% slower in bf16 on the H200,
+  // bench/sweep_flat.py); the scalar path keeps 32 elements per row for coalescing.
+  const int tcv = (int)min_ll(min_ll(nt, W > 1 ? 16 : 32), cv);
   const int rg = nt / tcv;                           // row groups
   const int tid = threadIdx.x;
   const int g = tid / tcv;
@@ -309,11 +326,10 @@ __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const
 
 // y[r, c] = gelu(x[r, c] + bias[c]); x, y contiguous [rows, cols], bias [cols].
 // Launch: 1-D block of any size <= 1024, 1-D grid of any size (grid-stride loop). Measured on an H200
-// (bench/sweep_flat.py, 64M elements), with VEC = 8 (half, bf16), 4 (float), 1 (double), U = 4 (double 2):
-//   16-bit: block 128, grid = min(ceil(rows * cols / (VEC * 128 * U)), 8 * occ * num_SMs)
-//           (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, 128, 0)): persistent blocks keep
-//           loads in flight through the GELU arithmetic, 91% of copy against 86% for one pass;
-//   others: block 256, grid = ceil(rows * cols / (VEC * 256 * U)) (one pass).
+// (bench/sweep_flat.py, 64M elements), VEC = 8 (half, bf16), 4 (float), 1 (double), U = kGeluFwdPacks:
+//   block 128, grid = ceil(rows * cols / (VEC * 128 * U)) (one pass), capped for 16-bit types at
+//   8 * occ * num_SMs (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, 128, 0)): their
+//   persistent blocks keep loads in flight through the GELU arithmetic (bf16 92% of copy against 90%).
 // 16-byte path when cols % VEC == 0 and x, bias, y are 16-byte aligned; scalar path otherwise.
 template <typename T, int APPROX>
 __global__ void __maxnreg__(64)
@@ -322,9 +338,9 @@ kk_bias_gelu_fwd(const T* __restrict__ x, const T* __restrict__ bias, T* __restr
   if (rows <= 0 || cols <= 0) return;
   constexpr int V = kk::kGeluVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(bias) | kk::addr(y)))
-    kk::bias_gelu_fwd_run<T, APPROX, V>(x, bias, y, rows, cols / V);
+    kk::bias_gelu_fwd_dispatch<T, APPROX, V>(x, bias, y, rows, cols / V);
   else
-    kk::bias_gelu_fwd_run<T, APPROX, 1>(x, bias, y, rows, cols);
+    kk::bias_gelu_fwd_dispatch<T, APPROX, 1>(x, bias, y, rows, cols);
 }
 
 // grad_x[r, c] = grad_y[r, c] * gelu'(x[r, c] + bias[c]) (rounded to T), and
@@ -333,14 +349,14 @@ kk_bias_gelu_fwd(const T* __restrict__ x, const T* __restrict__ bias, T* __restr
 // blockDim). chunk = blockIdx.y covers rows [chunk*rows_per_chunk, min(rows, (chunk+1)*rows_per_chunk)).
 // Launch: 1-D block, blockDim.x <= 256 (launch bounds; 256 recommended), 2-D grid:
 //   VEC = 8 (half, bf16), 4 (float), 1 (double)
-//   grid.x = cols % VEC == 0 && VEC > 1 ? ceil(cols / (8 * VEC)) : ceil(cols / 32)   (column tiles)
+//   grid.x = cols % VEC == 0 && VEC > 1 ? ceil(cols / (16 * VEC)) : ceil(cols / 32)   (column tiles)
 //   C      = occ * num_SMs, occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, 256, 0)
 //            (kGeluBwdMinBlocks: float 4 at 64 registers, others 2)
-//   chunks = clamp(floor(C / grid.x), 1, min(ceil(rows / 16), 64))
+//   chunks = clamp(floor(waves * C / grid.x), 1, min(ceil(rows / 16), 64)), waves = 2 for float, else 1
 //   rows_per_chunk = ceil(rows / chunks);  grid.y = ceil(rows / rows_per_chunk)
-//   i.e. about one full wave of large blocks: per-block overhead favours few large blocks, a partly
+//   i.e. one or two full waves of large blocks: per-block overhead favours few large blocks, a partly
 //   filled last wave costs up to 15% (H200), and partial (chunks * cols Acc values) stays small.
-//   e.g. on H200 8192x8192: fp32 -> 256 x 2 (rpc 4096), bf16 -> 128 x 2 (rpc 4096).
+//   e.g. on H200 8192x8192: fp32 -> 128 x 8 (rpc 1024), bf16 -> 64 x 4 (rpc 2048).
 //   Any grid.x / grid.y is still correct (blocks loop over tiles and chunks); rows_per_chunk >= 1.
 // Vector path when cols % VEC == 0 and grad_y, x, bias, grad_x are 16-byte aligned; scalar otherwise.
 template <typename T, int APPROX>

@@ -428,7 +428,7 @@ __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, 
 // Single streaming pass: (max, sum exp, sum x); then the team's thread 0 reads x[target] and writes.
 template <typename T, int W, bool BLOCK>
 __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long nv, long long cols, int ti, int nt,
-                                           const long long* target, acc_t<T>* loss, acc_t<T>* lse,
+                                           const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                            long long ignore_index, double label_smoothing, acc_t<T>* red,
                                            int& parity) {
   using A = acc_t<T>;
@@ -462,8 +462,12 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
   st.f[2] = sx;
   st = team_allreduce<MaxSumOp<T, 3>, BLOCK>(st, red, parity);
   if (ti == 0) {
-    const A l = safe_ref(st.f[0]) + lg(st.f[1]);  // all -inf: 0 + log(0) = -inf
-    lse[row] = l;
+    // lse = m + ls_m, kept as its two parts: with logits of ~1e30 tied at the max, m + ls_m rounds to m
+    // and loses the O(1) part that the loss and the gradient need.
+    const A m = safe_ref(st.f[0]);
+    const A ls_m = lg(st.f[1]);  // all -inf: log(0) = -inf
+    stats[2 * row] = m;
+    stats[2 * row + 1] = ls_m;
     const long long t = target[row];
     A out;
     if (t == ignore_index) {
@@ -473,15 +477,15 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
     } else {
       const A xt = to_acc(xr[t]);
       const A ls = (A)label_smoothing;
-      out = l - xt;
-      if (label_smoothing != 0.0) out = (A(1) - ls) * out + ls * (l - st.f[2] / (A)cols);
+      out = ls_m - (xt - m);
+      if (label_smoothing != 0.0) out = (A(1) - ls) * out + ls * (ls_m + (m - st.f[2] / (A)cols));
     }
     loss[row] = out;
   }
 }
 
 template <typename T, int W>
-__device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, acc_t<T>* loss, acc_t<T>* lse,
+__device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                            long long rows, long long cols, long long ignore_index, double ls,
                                            acc_t<T>* red) {
   const long long nv = cols / W;
@@ -491,34 +495,34 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
     const int lane = threadIdx.x & 31;
 #pragma unroll 1
     for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
-      ce_fwd_row<T, W, false>(x + row * cols, row, nv, cols, lane, 32, target, loss, lse, ignore_index, ls, red,
+      ce_fwd_row<T, W, false>(x + row * cols, row, nv, cols, lane, 32, target, loss, stats, ignore_index, ls, red,
                               parity);
   } else {
 #pragma unroll 1
     for (long long row = blockIdx.x; row < rows; row += gridDim.x)
-      ce_fwd_row<T, W, true>(x + row * cols, row, nv, cols, threadIdx.x, blockDim.x, target, loss, lse,
+      ce_fwd_row<T, W, true>(x + row * cols, row, nv, cols, threadIdx.x, blockDim.x, target, loss, stats,
                              ignore_index, ls, red, parity);
   }
 }
 
 // ---------------------------------------------------------------- cross-entropy backward, one row
-// grad = scale * (exp(x - lse) - ls/cols - (c == t ? 1 - ls : 0)); ignored rows: 0 (logits not read).
+// grad = scale * (exp((x - m) - ls_m) - ls/cols - (c == t ? 1 - ls : 0)); ignored rows: 0 (logits not read).
 // Each pack is read once by the thread that then writes it: grad == logits is safe.
 template <typename T, int W>
-__device__ __forceinline__ Vec<T, W> ce_bwd_pack(const Vec<T, W>& u, long long c0, long long t, acc_t<T> l,
-                                                 acc_t<T> sc, acc_t<T> smooth, acc_t<T> hit) {
+__device__ __forceinline__ Vec<T, W> ce_bwd_pack(const Vec<T, W>& u, long long c0, long long t, acc_t<T> m,
+                                                 acc_t<T> ls_m, acc_t<T> sc, acc_t<T> smooth, acc_t<T> hit) {
   using A = acc_t<T>;
   const long long dt = t - c0;
   const int jt = (dt >= 0 && dt < W) ? (int)dt : -1;
   A o[W];
 #pragma unroll
-  for (int j = 0; j < W; ++j) o[j] = sc * (ex<T>(to_acc(u.v[j]) - l) - (j == jt ? hit : smooth));
+  for (int j = 0; j < W; ++j) o[j] = sc * (ex<T>((to_acc(u.v[j]) - m) - ls_m) - (j == jt ? hit : smooth));
   return kk::acc_to_vec<T, W>(o);
 }
 
 template <typename T, int W>
-__device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int ti, int nt, long long t,
-                                           acc_t<T> l, acc_t<T> sc, acc_t<T> smooth, acc_t<T> hit, bool ignored) {
+__device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int ti, int nt, long long t, acc_t<T> m,
+                                           acc_t<T> ls_m, acc_t<T> sc, acc_t<T> smooth, acc_t<T> hit, bool ignored) {
   using A = acc_t<T>;
   if (ignored) {
     A z[W];
@@ -537,17 +541,18 @@ __device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int
     for (int k = 0; k < kU<T>; ++k) u[k] = load_vec<W>(xr + (q + k * nt) * W);
 #pragma unroll
     for (int k = 0; k < kU<T>; ++k)
-      store_vec<W>(gr + (q + k * nt) * W, ce_bwd_pack<T, W>(u[k], (q + k * nt) * W, t, l, sc, smooth, hit));
+      store_vec<W>(gr + (q + k * nt) * W, ce_bwd_pack<T, W>(u[k], (q + k * nt) * W, t, m, ls_m, sc, smooth, hit));
   }
 #pragma unroll
   for (int k = 0; k < kU<T> - 1; ++k) {
     const long long qq = q + k * nt;
-    if (qq < nv) store_vec<W>(gr + qq * W, ce_bwd_pack<T, W>(load_vec<W>(xr + qq * W), qq * W, t, l, sc, smooth, hit));
+    if (qq < nv)
+      store_vec<W>(gr + qq * W, ce_bwd_pack<T, W>(load_vec<W>(xr + qq * W), qq * W, t, m, ls_m, sc, smooth, hit));
   }
 }
 
 template <typename T, int W>
-__device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, const acc_t<T>* lse,
+__device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, const acc_t<T>* stats,
                                            const acc_t<T>* row_scale, long long scale_stride, T* grad, long long rows,
                                            long long cols, long long ignore_index, double label_smoothing) {
   using A = acc_t<T>;
@@ -564,9 +569,10 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
   for (long long row = first; row < rows; row += (long long)gridDim.x * nw) {
     const long long t = target[row];
     const bool ignored = t == ignore_index;
-    const A l = ignored ? A(0) : lse[row];
+    const A m = ignored ? A(0) : stats[2 * row];
+    const A ls_m = ignored ? A(0) : stats[2 * row + 1];
     const A sc = ignored ? A(0) : row_scale[row * scale_stride];
-    ce_bwd_row<T, W>(x + row * cols, grad + row * cols, nv, ti, nt, t, l, sc, smooth, hit, ignored);
+    ce_bwd_row<T, W>(x + row * cols, grad + row * cols, nv, ti, nt, t, m, ls_m, sc, smooth, hit, ignored);
   }
 }
 
@@ -621,7 +627,8 @@ __global__ void __launch_bounds__(512) kk_softmax_bwd(const T* gy, const T* y, T
     kk_sm::softmax_bwd_run<T, 1>(gy, y, gx, rows, cols, red);
 }
 
-// kk_cross_entropy_fwd: lse[r] = logsumexp(logits[r, :]) (A), loss[r] as documented in the header
+// kk_cross_entropy_fwd: stats[r] = (m, ls_m) with logsumexp(logits[r, :]) = m + ls_m (A): m the row max (0
+// when it is -inf), ls_m = log(sum(exp(x - m))); loss[r] as documented in the header
 // (0 for ignore_index, NaN for any other target outside [0, cols)). Single read of the logits.
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
 //   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), occ * SMs)
@@ -629,7 +636,7 @@ __global__ void __launch_bounds__(512) kk_softmax_bwd(const T* gy, const T* y, T
 template <typename T>
 __global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long long* target,
                                                              typename kk::Acc<T>::type* loss,
-                                                             typename kk::Acc<T>::type* lse, long long rows,
+                                                             typename kk::Acc<T>::type* stats, long long rows,
                                                              long long cols, long long ignore_index,
                                                              double label_smoothing) {
   using A = typename kk::Acc<T>::type;
@@ -638,19 +645,20 @@ __global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long
   kk_sm::check_block();
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(logits)))
-    kk_sm::ce_fwd_run<T, V>(logits, target, loss, lse, rows, cols, ignore_index, label_smoothing, red);
+    kk_sm::ce_fwd_run<T, V>(logits, target, loss, stats, rows, cols, ignore_index, label_smoothing, red);
   else
-    kk_sm::ce_fwd_run<T, 1>(logits, target, loss, lse, rows, cols, ignore_index, label_smoothing, red);
+    kk_sm::ce_fwd_run<T, 1>(logits, target, loss, stats, rows, cols, ignore_index, label_smoothing, red);
 }
 
-// kk_cross_entropy_bwd: grad[r, c] = row_scale[r * scale_stride] * (exp(x - lse[r]) - ((1-ls)*[c == t] +
-// ls/cols)); rows with target == ignore_index get 0. grad may be logits (exact in place).
+// kk_cross_entropy_bwd: grad[r, c] = row_scale[r * scale_stride] * (exp((x - m) - ls_m) - ((1-ls)*[c == t] +
+// ls/cols)), (m, ls_m) = stats[r] from the forward; rows with target == ignore_index get 0. grad may be
+// logits (exact in place).
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
 //   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
 template <typename T>
 __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long long* target,
-                                                             const typename kk::Acc<T>::type* lse,
+                                                             const typename kk::Acc<T>::type* stats,
                                                              const typename kk::Acc<T>::type* row_scale,
                                                              long long scale_stride, T* grad, long long rows,
                                                              long long cols, long long ignore_index,
@@ -659,9 +667,9 @@ __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long
   kk_sm::check_block();
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(logits) | kk::addr(grad)))
-    kk_sm::ce_bwd_run<T, V>(logits, target, lse, row_scale, scale_stride, grad, rows, cols, ignore_index,
+    kk_sm::ce_bwd_run<T, V>(logits, target, stats, row_scale, scale_stride, grad, rows, cols, ignore_index,
                             label_smoothing);
   else
-    kk_sm::ce_bwd_run<T, 1>(logits, target, lse, row_scale, scale_stride, grad, rows, cols, ignore_index,
+    kk_sm::ce_bwd_run<T, 1>(logits, target, stats, row_scale, scale_stride, grad, rows, cols, ignore_index,
                             label_smoothing);
 }

@@ -86,11 +86,11 @@ def test_softmax_and_cross_entropy(dtype, cols, offset):
     target[1] = -100
     x[0] = torch.randn(cols, dtype=torch.float64).to(dtype)  # cross-entropy of a finite row
     for smoothing in (0.0, 0.1):
-        (loss, lse), (lossc, lsec) = both(_cross_entropy, x, target, -100, smoothing)
+        (loss, stats), (lossc, statsc) = both(_cross_entropy, x, target, -100, smoothing)
         agree(loss, lossc, torch.float32 if dtype != torch.float64 else dtype, 4)
-        agree(lse, lsec, torch.float32 if dtype != torch.float64 else dtype, 4)
-        scale = torch.rand(rows, dtype=lse.dtype, device="cuda")
-        grad, gradc = both(cross_entropy_backward, x, target, lse, scale, -100, smoothing)
+        agree(stats, statsc, torch.float32 if dtype != torch.float64 else dtype, 4)
+        scale = torch.rand(rows, dtype=stats.dtype, device="cuda")
+        grad, gradc = both(cross_entropy_backward, x, target, stats, scale, -100, smoothing)
         agree(grad, gradc, dtype, 2)
         assert not grad[1].any(), "an ignored row has a zero gradient"
 
@@ -163,11 +163,11 @@ def test_backward_ops_reject_short_statistics():
     w = torch.randn(64, device="cuda")
     with pytest.raises(ValueError, match="'rstd' must hold 4 float32 values"):
         norms.rms_norm_backward(x, x, w, torch.ones(3, device="cuda"))
-    with pytest.raises(ValueError, match="'lse'"):
+    with pytest.raises(ValueError, match="'stats' must hold 8 float32 values \\(2 per row\\)"):
         cross_entropy_backward(
             x,
             torch.zeros(4, dtype=torch.long, device="cuda"),
-            torch.ones(2, device="cuda"),
+            torch.ones(4, device="cuda"),
             torch.ones(4, device="cuda"),
             -100,
             0.0,

@@ -682,27 +682,11 @@ def test_cross_entropy_positive_inf_logit(device, smoothing):
     check_reference(case, (logits, torch.tensor([1, 0], device=device)), torch.float32, equal_nan=True)
 
 
-_TIED_HUGE_BUG = (
-    "cross_entropy computes the loss as lse - x[target] and the gradient as exp(x - lse): with logits of 1e30 "
-    "(float32) tied at the maximum, lse = 1e30 + log(3) rounds to 1e30, so logits [1e30, 1e30, 1e30, -1e30, 0], "
-    "target 0 give loss 0.0 (torch: log 3 = 1.0986) and gradient [0, 1, 1, 0, 0] (torch: [-2/3, 1/3, 1/3, 0, 0]); "
-    "the error grows like |max logit| * 2**-24 (float32 compute), so from ~1e7 on the O(1) part is lost. torch "
-    "forms (x[target] - max) - log(sum exp(x - max)) instead"
-)
-
-
-@pytest.mark.parametrize(
-    "device",
-    [
-        pytest.param("cpu", marks=pytest.mark.xfail(strict=True, reason=_TIED_HUGE_BUG)),
-        # kernels/softmax.cu forms the loss (out = l - xt) and gradient (exp(x - lse)) the same way, so the
-        # CUDA kernels are expected to fail this too; not strict, so that a fixed kernel passes.
-        pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.xfail(strict=False, reason=_TIED_HUGE_BUG)]),
-    ],
-)
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cross_entropy_tied_huge_logits(device, dtype):
-    """Logits of 1e30 tied at the row maximum: the loss and gradient keep their O(1) parts, as torch's."""
+    """Logits of 1e30 tied at the row maximum: the loss and gradient keep their O(1) parts, as torch's
+    (log 3 and [-2/3, 1/3, 1/3, 0, 0]). With lse = 1e30 + log 3 formed as one number, both are lost."""
     case = ce_case("none")
     logits = torch.tensor([[1e30, 1e30, 1e30, -1e30, 0.0]], dtype=dtype, device=device)
     check_reference(case, (logits, torch.tensor([0], device=device)), dtype)
@@ -718,6 +702,18 @@ def test_cross_entropy_all_targets_ignored(device, reduction, smoothing):
     outs, grads, _ = forward_backward(case.kk, args, case.diff)
     assert torch.isnan(outs[0]).all() if reduction == "mean" else not outs[0].any()
     assert torch.equal(grads[0], torch.zeros_like(grads[0]))
+
+
+def test_cross_entropy_backward_checks_its_stats(device):
+    """The backward reads two statistics per row (max, log-sum); a short tensor is an error, not a read
+    out of bounds."""
+    from kernelkit.ops.softmax import cross_entropy_backward
+
+    logits, target = rand(4, 10, device=device), torch.zeros(4, dtype=torch.long, device=device)
+    stats = torch.ops.kernelkit.cross_entropy(logits, target)[1]
+    assert stats.shape == (4, 2)
+    with pytest.raises(ValueError, match=r"'stats' must hold 8 float32 values \(2 per row\)"):
+        cross_entropy_backward(logits, target, stats[:, 0].contiguous(), torch.ones(4, device=device), -100, 0.0)
 
 
 @pytest.mark.parametrize("bad", [10, -1, -101, 2**40])
@@ -858,8 +854,8 @@ def _opcheck_args(name, device):
     if name == "cross_entropy":
         return (*grad(x), t, IGNORE, SMOOTHING)
     if name == "cross_entropy_backward":
-        lse = kk.cross_entropy(x, t, IGNORE, SMOOTHING)[1]
-        return (x, t, lse, rand(4, **f), IGNORE, SMOOTHING)
+        stats = kk.cross_entropy(x, t, IGNORE, SMOOTHING)[1]
+        return (x, t, stats, rand(4, **f), IGNORE, SMOOTHING)
     if name == "swiglu":
         return grad(x, g)
     if name == "swiglu_backward":

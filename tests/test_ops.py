@@ -237,6 +237,37 @@ def test_nn_module_trains_one_step(device):
 def test_cuda_results_match_cpu_implementations():
     x, b = rand(300, 777), rand(777)
     torch.testing.assert_close(K.bias_gelu(x.cuda(), b.cuda()).cpu(), K.bias_gelu(x, b), atol=1e-5, rtol=1e-5)
+    x, b = rand(300, 776), rand(777)
+    out = K.bias_gelu(x.cuda(), b.cuda()[1:])  # misaligned bias: the scalar path
+    torch.testing.assert_close(out.cpu(), K.bias_gelu(x, b[1:]), atol=1e-5, rtol=1e-5)
+
+
+@gpu
+@pytest.mark.parametrize("rows,cols", [(7, 100), (33, 1030), (5, 4096 + 8), (1000, 3)])
+def test_bias_gelu_kernels_are_correct_for_any_grid(rows, cols):
+    """The forward and backward kernels launched with grids and blocks other than the host's, so that
+    blocks loop (grid-stride; over column tiles and row chunks) and columns wrap within a thread."""
+    from kernelkit.ops._runtime import kernel
+
+    fwd = kernel("gelu", "kk_bias_gelu_fwd<float, 1>")
+    bwd = kernel("gelu", "kk_bias_gelu_bwd<float, 1>")
+    column_sum = kernel("gelu", "kk_column_sum<float>")
+    x, b, g = rand(rows, cols, device="cuda"), rand(cols, device="cuda"), rand(rows, cols, device="cuda")
+    ref = K.bias_gelu(x.cpu(), b.cpu())
+    ref_gx, ref_gb = K.bias_gelu_backward(g.cpu(), x.cpu(), b.cpu(), "tanh")
+    for grid, block in [(1, 256), (3, 96), (70, 32), (5000, 128)]:
+        y = torch.full_like(x, float("nan"))
+        fwd.launch(grid, block, (x, b, y, rows, cols))
+        torch.testing.assert_close(y.cpu(), ref, atol=1e-5, rtol=1e-5)
+    for grid, rpc in [((1, 1), 1), ((2, 3), 5), ((9, 70), 3), ((1, 1), 1000)]:
+        gx = torch.full_like(x, float("nan"))
+        chunks = -(-rows // rpc)
+        part = torch.empty(chunks, cols, device="cuda")
+        bwd.launch(grid, 256, (g, x, b, gx, part, rows, cols, rpc))
+        gb = torch.empty_like(b)
+        column_sum.launch(-(-cols // 256), 256, (part, gb, chunks, cols))
+        torch.testing.assert_close(gx.cpu(), ref_gx, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(gb.cpu(), ref_gb, atol=1e-4, rtol=1e-4)
 
 
 @gpu

@@ -114,31 +114,34 @@ fn check_targets(
     Ok(())
 }
 
-/// `logsumexp` of a row, torch-style: the shift is the row max, or 0 when the max is `-inf`
-/// (a row of all `-inf` gives `-inf`). A row holding `+inf` gives NaN, as torch's
-/// cross-entropy does (`inf - inf`), and so does the CUDA kernel.
+/// `logsumexp` of a row in two parts, `(m, log(sum(exp(x - m))))`, torch-style: the shift `m`
+/// is the row max, or 0 when the max is `-inf` (a row of all `-inf` gives `(0, -inf)`). A row
+/// holding `+inf` gives NaN, as torch's cross-entropy does (`inf - inf`), and so does the CUDA
+/// kernel. The parts stay apart because with logits of ~1e30 tied at the max, their sum rounds
+/// to `m` and loses the O(1) part that the loss and the gradient need.
 #[inline]
-fn logsumexp<C: Real>(xs: &[C]) -> C {
+fn logsumexp_parts<C: Real>(xs: &[C]) -> (C, C) {
     let m = row_max(xs);
     let shift = if m == C::from_f64(f64::NEG_INFINITY) {
         C::ZERO
     } else {
         m
     };
-    shift + sum_zip(xs, xs, |a, _| (a - shift).exp()).ln()
+    (shift, sum_zip(xs, xs, |a, _| (a - shift).exp()).ln())
 }
 
-/// Per row: `lse = logsumexp(row)`; `loss = 0` when `target == ignore_index` (`lse` is still
-/// written); else `loss = (1-ls)*(lse - x[t]) + ls*mean(lse - x)` (torch's label smoothing,
-/// `ls/cols` spread uniformly). Terms with a zero coefficient are skipped, so `-inf` logits
-/// never produce `0 * inf`. Targets outside `[0, cols)` other than `ignore_index` are an
-/// error naming `target` and the row (see [`bad_target`]).
+/// Per row: `stats[2r..2r+2] = (m, ls_m)` with `logsumexp(row) = m + ls_m` (see
+/// [`logsumexp_parts`]); `loss = 0` when `target == ignore_index` (`stats` are still written);
+/// else `loss = (1-ls)*(lse - x[t]) + ls*mean(lse - x)` (torch's label smoothing, `ls/cols`
+/// spread uniformly), each `lse - v` formed as `ls_m - (v - m)`. Terms with a zero coefficient
+/// are skipped, so `-inf` logits never produce `0 * inf`. Targets outside `[0, cols)` other
+/// than `ignore_index` are an error naming `target` and the row (see [`bad_target`]).
 #[allow(clippy::too_many_arguments)]
 pub fn cross_entropy_fwd<T: Element>(
     logits: &[T],
     target: &[i64],
     loss: &mut [T::Compute],
-    lse: &mut [T::Compute],
+    stats: &mut [T::Compute],
     cols: usize,
     ignore_index: i64,
     label_smoothing: f64,
@@ -147,7 +150,7 @@ pub fn cross_entropy_fwd<T: Element>(
     let rows = rows_of(OP, "logits", logits.len(), "cols", cols)?;
     check_len(OP, "target", target.len(), rows, "rows")?;
     check_len(OP, "loss", loss.len(), rows, "rows")?;
-    check_len(OP, "lse", lse.len(), rows, "rows")?;
+    check_len(OP, "stats", stats.len(), 2 * rows, "2 * rows")?;
     check_targets(OP, target, cols, ignore_index)?;
     if rows == 0 {
         return Ok(());
@@ -159,25 +162,26 @@ pub fn cross_entropy_fwd<T: Element>(
     let rpj = rows_per_job(cols);
     let jobs: Vec<_> = loss
         .chunks_mut(rpj)
-        .zip(lse.chunks_mut(rpj))
+        .zip(stats.chunks_mut(2 * rpj))
         .enumerate()
         .collect();
     par::for_each(jobs, logits.len() >= PAR_MIN_ELEMS, |(j, (lj, sj))| {
         let mut xb = vec![zero; cols];
-        for (r, (lo, so)) in lj.iter_mut().zip(sj.iter_mut()).enumerate() {
+        for (r, (lo, so)) in lj.iter_mut().zip(sj.chunks_mut(2)).enumerate() {
             let row = j * rpj + r;
             let at = row * cols;
             let xs = widen(&logits[at..at + cols], &mut xb);
-            let s = logsumexp(xs);
-            *so = s;
+            let (m, ls_m) = logsumexp_parts(xs);
+            so[0] = m;
+            so[1] = ls_m;
             let t = target[row];
             let mut l = zero;
             if t != ignore_index {
                 if keep != zero {
-                    l += keep * (s - xs[t as usize]);
+                    l += keep * (ls_m - (xs[t as usize] - m));
                 }
                 if ls != zero {
-                    l += ls * sum_zip(xs, xs, |a, _| s - a).div(n);
+                    l += ls * (ls_m + sum_zip(xs, xs, |a, _| m - a).div(n));
                 }
             }
             *lo = l;
@@ -186,14 +190,14 @@ pub fn cross_entropy_fwd<T: Element>(
     Ok(())
 }
 
-/// `grad = scale * (softmax(x) - ((1-ls)*onehot(t) + ls/cols))` with `softmax = exp(x - lse)`
-/// recomputed from the forward's `lse`; `scale = row_scale[r]` (or `row_scale[0]` when it
-/// has length 1). Ignored rows get 0.
+/// `grad = scale * (softmax(x) - ((1-ls)*onehot(t) + ls/cols))` with
+/// `softmax = exp((x - m) - ls_m)` recomputed from the forward's `stats` (`(m, ls_m)` per row);
+/// `scale = row_scale[r]` (or `row_scale[0]` when it has length 1). Ignored rows get 0.
 #[allow(clippy::too_many_arguments)]
 pub fn cross_entropy_bwd<T: Element>(
     logits: &[T],
     target: &[i64],
-    lse: &[T::Compute],
+    stats: &[T::Compute],
     row_scale: &[T::Compute],
     grad: &mut [T],
     cols: usize,
@@ -203,7 +207,7 @@ pub fn cross_entropy_bwd<T: Element>(
     const OP: &str = "cross_entropy_bwd";
     let rows = rows_of(OP, "logits", logits.len(), "cols", cols)?;
     check_len(OP, "target", target.len(), rows, "rows")?;
-    check_len(OP, "lse", lse.len(), rows, "rows")?;
+    check_len(OP, "stats", stats.len(), 2 * rows, "2 * rows")?;
     if row_scale.len() != 1 {
         check_len(OP, "row_scale", row_scale.len(), rows, "rows (or 1)")?;
     }
@@ -228,14 +232,14 @@ pub fn cross_entropy_bwd<T: Element>(
                 continue;
             }
             let scale = row_scale[if row_scale.len() == 1 { 0 } else { row }];
-            let s = lse[row];
+            let (m, ls_m) = (stats[2 * row], stats[2 * row + 1]);
             let xs = widen(&logits[at..at + cols], &mut xb);
             emit(gr, &mut ob, |o| {
                 for (o, &v) in o.iter_mut().zip(xs) {
-                    *o = scale * ((v - s).exp() - spread);
+                    *o = scale * (((v - m) - ls_m).exp() - spread);
                 }
                 let t = t as usize;
-                o[t] = scale * ((xs[t] - s).exp() - (keep + spread));
+                o[t] = scale * (((xs[t] - m) - ls_m).exp() - (keep + spread));
             });
         }
     });
@@ -343,14 +347,14 @@ mod tests {
         let ctx =
             |w: &str, i: usize| format!("{w}<{}> {rows}x{cols} big={big} ls={ls} i={i}", T::DTYPE);
         let nanc = <T::Compute as Real>::from_f64(f64::NAN);
-        let (mut loss, mut lse) = (vec![nanc; rows], vec![nanc; rows]);
-        cross_entropy_fwd(&x, &target, &mut loss, &mut lse, cols, IGN, ls).unwrap();
+        let (mut loss, mut stats) = (vec![nanc; rows], vec![nanc; 2 * rows]);
+        cross_entropy_fwd(&x, &target, &mut loss, &mut stats, cols, IGN, ls).unwrap();
         let mut grad = vec![T::from_f64_round(f64::NAN); n];
-        cross_entropy_bwd(&x, &target, &lse, &scale, &mut grad, cols, IGN, ls).unwrap();
+        cross_entropy_bwd(&x, &target, &stats, &scale, &mut grad, cols, IGN, ls).unwrap();
         // Broadcast scale gives the same as a per-row vector of that value.
         let mut grad1 = vec![T::from_f64_round(f64::NAN); n];
         let s0 = [<T::Compute as Real>::from_f64(0.5)];
-        cross_entropy_bwd(&x, &target, &lse, &s0, &mut grad1, cols, IGN, ls).unwrap();
+        cross_entropy_bwd(&x, &target, &stats, &s0, &mut grad1, cols, IGN, ls).unwrap();
         for r in 0..rows {
             let at = r * cols;
             let xr: Vec<f64> = x[at..at + cols].iter().map(|v| v.to_f64_exact()).collect();
@@ -360,7 +364,8 @@ mod tests {
             );
             let s = ref_lse(&xr);
             let tol_abs = 8.0 * ce * (s.abs() + xmax) + 1e-30;
-            check(lse[r].to_f64(), s, tol_abs, ctx("lse", r));
+            let lse = stats[2 * r].to_f64() + stats[2 * r + 1].to_f64();
+            check(lse, s, tol_abs, ctx("lse", r));
             let t = target[r];
             let want = if t == IGN {
                 0.0
@@ -457,15 +462,16 @@ mod tests {
         softmax_fwd(&x, &mut y, 3).unwrap();
         assert!(y[..3].iter().all(|v| v.is_nan()));
         assert_eq!(&y[3..], &[1.0, 0.0, 0.0, 0.5, 0.5, 0.0]);
-        let (mut loss, mut lse) = ([0.0f32; 3], [0.0f32; 3]);
-        cross_entropy_fwd(&x, &[0, 0, 1], &mut loss, &mut lse, 3, -1, 0.0).unwrap();
-        assert_eq!(lse[0], -inf);
+        let (mut loss, mut st) = ([0.0f32; 3], [0.0f32; 6]);
+        cross_entropy_fwd(&x, &[0, 0, 1], &mut loss, &mut st, 3, -1, 0.0).unwrap();
+        assert_eq!((st[0], st[1]), (0.0, -inf));
         assert!(loss[0].is_nan());
-        assert_eq!((lse[1], loss[1]), (f32::MAX, 0.0));
-        assert!((lse[2] - 1e30).abs() <= 1e24 && loss[2].is_finite());
-        // Ignored all -inf row: loss 0, lse still written.
-        cross_entropy_fwd(&x, &[-1, -1, -1], &mut loss, &mut lse, 3, -1, 0.1).unwrap();
-        assert_eq!((loss, lse[0]), ([0.0; 3], -inf));
+        assert_eq!((st[2], st[3], loss[1]), (f32::MAX, 0.0, 0.0));
+        // Tied 1e30: the loss keeps log(2), which 1e30 + log(2) would round away.
+        assert_eq!((st[4], loss[2]), (1e30, 2.0f32.ln()));
+        // Ignored all -inf row: loss 0, stats still written.
+        cross_entropy_fwd(&x, &[-1, -1, -1], &mut loss, &mut st, 3, -1, 0.1).unwrap();
+        assert_eq!((loss, st[0], st[1]), ([0.0; 3], 0.0, -inf));
     }
 
     /// Analytic backward formulas against central differences, in f64.
@@ -484,7 +490,7 @@ mod tests {
                 y.iter().zip(&gy).map(|(a, b)| a * b).sum::<f64>()
             };
             let ce_loss = |x: &[f64]| {
-                let (mut l, mut s) = (vec![0.0; rows], vec![0.0; rows]);
+                let (mut l, mut s) = (vec![0.0; rows], vec![0.0; 2 * rows]);
                 cross_entropy_fwd(x, &target, &mut l, &mut s, cols, -100, ls).unwrap();
                 l.iter().zip(&scale).map(|(a, b)| a * b).sum::<f64>()
             };
@@ -492,7 +498,7 @@ mod tests {
             softmax_fwd(&x, &mut y, cols).unwrap();
             let mut gx = vec![0.0; n];
             softmax_bwd(&gy, &y, &mut gx, cols).unwrap();
-            let (mut l, mut s) = (vec![0.0; rows], vec![0.0; rows]);
+            let (mut l, mut s) = (vec![0.0; rows], vec![0.0; 2 * rows]);
             cross_entropy_fwd(&x, &target, &mut l, &mut s, cols, -100, ls).unwrap();
             let mut gce = vec![0.0; n];
             cross_entropy_bwd(&x, &target, &s, &scale, &mut gce, cols, -100, ls).unwrap();
@@ -515,7 +521,7 @@ mod tests {
     #[test]
     fn bad_targets_and_lengths() {
         let x = [0.5f32; 6];
-        let (mut loss, mut lse) = ([7.0f32; 2], [7.0f32; 2]);
+        let (mut loss, mut lse) = ([7.0f32; 2], [7.0f32; 4]);
         for bad in [3i64, -1, i64::MAX, i64::MIN] {
             let err =
                 cross_entropy_fwd(&x, &[0, bad], &mut loss, &mut lse, 3, -100, 0.0).unwrap_err();
@@ -545,7 +551,13 @@ mod tests {
             ));
             assert_eq!(g, [7.0; 6]);
         }
-        assert_eq!((loss, lse), ([7.0; 2], [7.0; 2]));
+        assert_eq!((loss, lse), ([7.0; 2], [7.0; 4]));
+        let err =
+            cross_entropy_fwd(&x, &[0, 0], &mut loss, &mut lse[..2], 3, -100, 0.0).unwrap_err();
+        assert!(
+            matches!(err, OpError::LengthMismatch { arg: "stats", .. }),
+            "{err}"
+        );
         let mut g = [0.0f32; 6];
         let err =
             cross_entropy_bwd(&x, &[0, 0], &lse, &[1.0; 3], &mut g, 3, -100, 0.0).unwrap_err();
@@ -572,7 +584,7 @@ mod tests {
         let runs = in_pools(|| {
             let mut y = x.clone();
             softmax_fwd(&x, &mut y, cols).unwrap();
-            let (mut l, mut s) = (vec![0.0f32; rows], vec![0.0f32; rows]);
+            let (mut l, mut s) = (vec![0.0f32; rows], vec![0.0f32; 2 * rows]);
             cross_entropy_fwd(&x, &target, &mut l, &mut s, cols, -100, 0.1).unwrap();
             let mut g = x.clone();
             cross_entropy_bwd(&x, &target, &s, &[0.5], &mut g, cols, -100, 0.1).unwrap();

@@ -64,14 +64,15 @@ def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def check_stats(opname: str, x: torch.Tensor, rows: int, **stats: torch.Tensor) -> None:
-    """Per-row statistics a backward op reads (rstd, mean, lse, ...): one accumulation-dtype value per
+def check_stats(opname: str, x: torch.Tensor, rows: int, per_row: int = 1, **stats: torch.Tensor) -> None:
+    """Per-row statistics a backward op reads (rstd, mean, ...): ``per_row`` accumulation-dtype values per
     row of ``x``. The kernels index them by row, so a short one would be read out of bounds."""
     want = acc_dtype(x.dtype)
     for name, t in stats.items():
-        if t.numel() != rows or t.dtype != want:
+        if t.numel() != rows * per_row or t.dtype != want:
+            each = "one per row" if per_row == 1 else f"{per_row} per row"
             raise ValueError(
-                f"{opname}: argument '{name}' must hold {rows} {str(want)[6:]} values (one per row), "
+                f"{opname}: argument '{name}' must hold {rows * per_row} {str(want)[6:]} values ({each}), "
                 f"got shape {tuple(t.shape)} and dtype {str(t.dtype)[6:]}"
             )
 

@@ -109,15 +109,19 @@ def _rows(**t):
     return (t["logits"].shape[0],)
 
 
+def _stats_shape(**t):
+    return (t["logits"].shape[0], 2)
+
+
 _LOGITS = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("rows", "C"))
 _TARGET = TensorSpec(dtypes=(torch.int64,), contiguous=True, make_contiguous=True, shape=("rows",))
 
 
-def _ce_bwd_cpu(logits, target, lse, row_scale, ignore_index, label_smoothing, grad):
-    _check_ce_stats(logits, lse, row_scale)
+def _ce_bwd_cpu(logits, target, stats, row_scale, ignore_index, label_smoothing, grad):
+    _check_ce_stats(logits, stats, row_scale)
     if logits.numel():
         _native.cpu_cross_entropy_bwd(
-            logits, target, lse, row_scale, grad, logits.shape[1], ignore_index, label_smoothing
+            logits, target, stats, row_scale, grad, logits.shape[1], ignore_index, label_smoothing
         )
 
 
@@ -140,28 +144,28 @@ def _launch_ce(name: str, logits: torch.Tensor, args: tuple, ignore_index: int, 
     k.launch(min(cdiv(rows, per_block), cap), block, (*args, rows, cols, ignore_index, label_smoothing))
 
 
-def _check_ce_stats(logits, lse, row_scale):
+def _check_ce_stats(logits, stats, row_scale):
     rows = logits.shape[0]
-    check_stats("kernelkit::cross_entropy_backward", logits, rows, lse=lse)
-    if row_scale.numel() not in (1, rows) or row_scale.dtype != lse.dtype:
+    check_stats("kernelkit::cross_entropy_backward", logits, rows, per_row=2, stats=stats)
+    if row_scale.numel() not in (1, rows) or row_scale.dtype != stats.dtype:
         check_stats("kernelkit::cross_entropy_backward", logits, rows, row_scale=row_scale)
 
 
-def _ce_bwd_cuda(logits, target, lse, row_scale, ignore_index, label_smoothing, grad):
-    _check_ce_stats(logits, lse, row_scale)
+def _ce_bwd_cuda(logits, target, stats, row_scale, ignore_index, label_smoothing, grad):
+    _check_ce_stats(logits, stats, row_scale)
     stride = 0 if row_scale.numel() == 1 else 1
     _launch_ce(
-        "kk_cross_entropy_bwd", logits, (logits, target, lse, row_scale, stride, grad), ignore_index, label_smoothing
+        "kk_cross_entropy_bwd", logits, (logits, target, stats, row_scale, stride, grad), ignore_index, label_smoothing
     )
 
 
 cross_entropy_backward = op(
-    "kernelkit::cross_entropy_backward(Tensor logits, Tensor target, Tensor lse, Tensor row_scale, "
+    "kernelkit::cross_entropy_backward(Tensor logits, Tensor target, Tensor stats, Tensor row_scale, "
     "int ignore_index, float label_smoothing) -> Tensor",
     inputs={
         "logits": _LOGITS,
         "target": _TARGET,
-        "lse": TensorSpec(contiguous=True),
+        "stats": TensorSpec(contiguous=True),
         "row_scale": TensorSpec(contiguous=True, make_contiguous=True),
     },
     output=like("logits"),
@@ -169,17 +173,17 @@ cross_entropy_backward = op(
 )(_ce_bwd_cuda)
 
 
-def _ce_fwd_cpu(logits, target, ignore_index, label_smoothing, loss, lse):
+def _ce_fwd_cpu(logits, target, ignore_index, label_smoothing, loss, stats):
     # The Rust kernel checks every target (and the row count) before writing anything; no torch-side
     # validation here, which on a GPU would cost a device synchronization.
     if logits.shape[0]:
-        _native.cpu_cross_entropy_fwd(logits, target, loss, lse, logits.shape[1], ignore_index, label_smoothing)
+        _native.cpu_cross_entropy_fwd(logits, target, loss, stats, logits.shape[1], ignore_index, label_smoothing)
 
 
-def _ce_fwd_cuda(logits, target, ignore_index, label_smoothing, loss, lse):
+def _ce_fwd_cuda(logits, target, ignore_index, label_smoothing, loss, stats):
     # A target outside [0, C) (other than ignore_index) gives a NaN loss for its row: raising would
     # need a device synchronization. The CPU implementation raises.
-    _launch_ce("kk_cross_entropy_fwd", logits, (logits, target, loss, lse), ignore_index, label_smoothing)
+    _launch_ce("kk_cross_entropy_fwd", logits, (logits, target, loss, stats), ignore_index, label_smoothing)
 
 
 def _ce_setup(ctx, inputs, output):
@@ -189,10 +193,10 @@ def _ce_setup(ctx, inputs, output):
     ctx.ignore_index, ctx.label_smoothing = ignore_index, label_smoothing
 
 
-def _ce_backward(ctx, grad_loss, grad_lse):
-    logits, target, lse = ctx.saved_tensors
-    scale = grad_loss.to(lse.dtype).contiguous()
-    grad = cross_entropy_backward(logits, target, lse, scale, ctx.ignore_index, ctx.label_smoothing)
+def _ce_backward(ctx, grad_loss, grad_stats):
+    logits, target, stats = ctx.saved_tensors
+    scale = grad_loss.to(stats.dtype).contiguous()
+    grad = cross_entropy_backward(logits, target, stats, scale, ctx.ignore_index, ctx.label_smoothing)
     return grad, None, None, None
 
 
@@ -200,7 +204,9 @@ _cross_entropy = op(
     "kernelkit::cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0) "
     "-> (Tensor, Tensor)",
     inputs={"logits": _LOGITS, "target": _TARGET},
-    output=(Out(shape=_rows, dtype=_stat_dtype), Out(shape=_rows, dtype=_stat_dtype)),
+    # (loss per row, stats): stats[r] = (m, log(sum(exp(x - m)))), the row's logsumexp in two parts
+    # (kernels/softmax.cu), kept apart so that huge tied logits keep the O(1) part.
+    output=(Out(shape=_rows, dtype=_stat_dtype), Out(shape=_stats_shape, dtype=_stat_dtype)),
     backward=_ce_backward,
     setup_context=_ce_setup,
     cpu=_ce_fwd_cpu,
