@@ -122,7 +122,8 @@ def sweep_gelu_bwd(dtype, copy, results):
     gx = torch.empty_like(x)
     gb = torch.empty_like(bias)
     tile_line = r"W > 1 \? 16 : 32"
-    # column tile width (packs) x row chunks (one or two waves); "alone": without the column-sum launch
+    # column tile width (packs) x row chunks (one or two waves); "alone": without the column-sum launch;
+    # "dependent": the column sum launched with programmatic dependent launch
     for tcv in (16, 32):
         mod = variant("gelu", "ld.nc", ((tile_line, f"W > 1 ? {tcv} : 32"),))
         k = mod.kernel(f"kk_bias_gelu_bwd<{ct}, 1>")
@@ -142,6 +143,11 @@ def sweep_gelu_bwd(dtype, copy, results):
             tag = f"tile {tcv} packs occ{occ} grid {grid_x}x{chunks} ({grid_x * chunks / (occ * sms):.2f} waves)"
             out.append((tag + ("" if good else " WRONG"), median_us(both)))
             out.append((tag + " alone", median_us(main)))
+            dep = lambda: (main(), cs.launch(cdiv(COLS, 256), 256, (part, gb, chunks, COLS), dependent=True))
+            gb.fill_(float("nan"))
+            dep()
+            good = same(gb, ref_gb, 5e-2)
+            out.append((tag + " column sum dependent" + ("" if good else " WRONG"), median_us(dep)))
     report(f"bias_gelu bwd {str(dtype)[6:]} {ROWS}x{COLS}", out, 3 * x.nbytes, copy, results)
 
 

@@ -58,6 +58,21 @@ __device__ __forceinline__ long long mod_ll(long long a, long long b) {  // a >=
   return a - div_ll(a, b) * b;
 }
 
+// Programmatic dependent launch (sm_90+; no-ops on older GPUs and in plain launches). A kernel calls
+// pdl_trigger to let the next kernel on its stream, launched with `dependent=True`, be scheduled before
+// it ends; that kernel calls pdl_wait before it reads what this one wrote (it returns once this whole
+// grid has finished and its writes are visible).
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // True when p is 16-byte aligned. OR several pointers together to test them all at once.
 __device__ __forceinline__ unsigned long long addr(const void* p) {
   return reinterpret_cast<unsigned long long>(p);
@@ -170,13 +185,15 @@ template <typename T, int W> __device__ __forceinline__ Vec<T, W> acc_to_vec(con
 // Shared by every op with per-chunk column partials (bias_gelu backward, norm backwards):
 // out[c] = sum_{chunk = 0..chunks-1} partial[chunk * cols + c], in chunk order, rounded once to T.
 // chunks == 0 gives zeros. Launch: 1-D block of any size <= 1024 (256), grid = ceil(cols / 256)
-// (any grid is correct: grid-stride over columns). ~1.6 us for <= 64 chunks.
+// (any grid is correct: grid-stride over columns), dependent=True after the kernel that writes partial
+// (it waits for it in kk::pdl_wait). ~1.6 us for <= 64 chunks.
 template <typename T>
 __global__ void __maxnreg__(64)
 kk_column_sum(const typename kk::Acc<T>::type* __restrict__ partial, T* __restrict__ out, long long chunks,
               long long cols) {
   using A = typename kk::Acc<T>::type;
   constexpr int L = 16;  // loads in flight per thread (the adds stay sequential)
+  kk::pdl_wait();        // launched dependent on the kernel that writes partial
   for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < cols;
        c += (long long)gridDim.x * blockDim.x) {
     A s = A(0);

@@ -364,6 +364,7 @@ __global__ void __launch_bounds__(256, kk::kGeluBwdMinBlocks<T>)
 kk_bias_gelu_bwd(const T* __restrict__ grad_y, const T* __restrict__ x, const T* __restrict__ bias,
                  T* __restrict__ grad_x, typename kk::Acc<T>::type* __restrict__ partial, long long rows,
                  long long cols, long long rows_per_chunk) {
+  kk::pdl_trigger();  // kk_column_sum, launched dependent, may be scheduled now; it waits for this grid
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   constexpr int V = kk::kGeluVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(grad_y) | kk::addr(x) | kk::addr(bias) | kk::addr(grad_x)))

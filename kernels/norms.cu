@@ -611,6 +611,7 @@ kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __re
                 const typename kk::Acc<T>::type* __restrict__ rstd, const T* __restrict__ g_extra,
                 T* __restrict__ gx, typename kk::Acc<T>::type* __restrict__ partial, long long rows, long long cols,
                 long long rows_per_chunk) {
+  kk::pdl_trigger();  // kk_column_sum, launched dependent, may be scheduled now; it waits for this grid
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   if (EXTRA != (g_extra != nullptr)) __trap();
   norm_bwd<NP, false, TAIL, EXTRA>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
@@ -628,6 +629,7 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
                   const typename kk::Acc<T>::type* __restrict__ rstd, T* __restrict__ gx,
                   typename kk::Acc<T>::type* __restrict__ partial_w, typename kk::Acc<T>::type* __restrict__ partial_b,
                   long long rows, long long cols, long long rows_per_chunk) {
+  kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   norm_bwd<NP, true, TAIL, false>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b, rows, cols,
                                   rows_per_chunk);

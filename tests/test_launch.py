@@ -23,6 +23,21 @@ extern "C" __global__ void spin_then_fill(float* y, float v, long long n, long l
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i < n) y[i] = v;
 }
+extern "C" __global__ void trigger_spin_fill(float* y, float v, long long n, long long spins) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    for (long long k = 0; k < spins; ++k) __nanosleep(1000);
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = v;
+}
+extern "C" __global__ void wait_copy(const float* y, float* z, long long n) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) z[i] = y[i];
+}
 extern "C" __global__ void write_null(float* p, int n) { p[n] = 1.0f; }
 extern "C" __global__ void smem_sum(float* out, int n) {
     extern __shared__ float buf[];
@@ -139,6 +154,21 @@ def test_device_fault_is_reported_with_the_kernel_name():
     assert "LAUNCH_ERROR kernel 'write_null' failed with CUDA_ERROR_ILLEGAL_ADDRESS" in out.stdout, (
         out.stdout + out.stderr
     )
+
+
+@pytest.mark.gpu
+def test_dependent_launch_waits_for_the_previous_kernel(mod):
+    """dependent=True (programmatic dependent launch on sm_90+): the second kernel may start while the
+    first still sleeps, and its griddepcontrol.wait returns only once the first has written y."""
+    n = 4096
+    y, z = torch.zeros(n, device="cuda"), torch.zeros(n, device="cuda")
+    for _ in range(3):
+        mod.kernel("trigger_spin_fill").launch(16, 256, (y, 7.0, n, 2000))
+        mod.kernel("wait_copy").launch(16, 256, (y, z, n), dependent=True)
+        torch.cuda.synchronize()
+        assert torch.all(z == 7.0)
+        y.zero_()
+        z.zero_()
 
 
 @pytest.mark.gpu

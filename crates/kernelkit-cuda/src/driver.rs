@@ -69,7 +69,36 @@ type FnLaunchKernel = unsafe extern "C" fn(
     *mut *mut c_void,
     *mut *mut c_void,
 ) -> CuResult;
+type FnLaunchKernelEx = unsafe extern "C" fn(
+    *const LaunchConfigEx,
+    CuFunction,
+    *mut *mut c_void,
+    *mut *mut c_void,
+) -> CuResult;
 type FnStreamSynchronize = unsafe extern "C" fn(CuStream) -> CuResult;
+
+/// `CUlaunchAttribute` (cuda.h, CUDA 12): an id, padding to 8 bytes, and a 64-byte value union.
+#[repr(C)]
+pub(crate) struct LaunchAttribute {
+    id: c_uint,
+    pad: [u8; 4],
+    value: [u8; 64],
+}
+
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`: the kernel may start before the previous
+/// kernel on its stream has finished; it waits for it with `griddepcontrol.wait` (sm_90+).
+const LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: c_uint = 6;
+
+/// `CUlaunchConfig` (cuda.h, CUDA 12).
+#[repr(C)]
+pub(crate) struct LaunchConfigEx {
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared_mem: c_uint,
+    stream: CuStream,
+    attrs: *mut LaunchAttribute,
+    num_attrs: c_uint,
+}
 type FnGetErrorText = unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult;
 type FnFuncGetAttribute = unsafe extern "C" fn(*mut c_int, c_int, CuFunction) -> CuResult;
 type FnFuncSetAttribute = unsafe extern "C" fn(CuFunction, c_int, c_int) -> CuResult;
@@ -90,6 +119,8 @@ struct Fns {
     module_load_data: FnModuleLoadData,
     module_get_function: FnModuleGetFunction,
     launch_kernel: FnLaunchKernel,
+    // CUDA 12.0+ drivers; without it, dependent launches fall back to plain ones.
+    launch_kernel_ex: Option<FnLaunchKernelEx>,
     stream_synchronize: FnStreamSynchronize,
     get_error_name: FnGetErrorText,
     get_error_string: FnGetErrorText,
@@ -174,6 +205,8 @@ impl Driver {
                     module_load_data: sym!("cuModuleLoadData"),
                     module_get_function: sym!("cuModuleGetFunction"),
                     launch_kernel: sym!("cuLaunchKernel"),
+                    launch_kernel_ex: loader::symbol(&lib, Library::Driver, "cuLaunchKernelEx")
+                        .ok(),
                     stream_synchronize: sym!("cuStreamSynchronize"),
                     get_error_name: sym!("cuGetErrorName"),
                     get_error_string: sym!("cuGetErrorString"),
@@ -406,6 +439,10 @@ impl Driver {
     /// `params` must point to one valid pointer per kernel parameter, each to a value of the
     /// parameter's size; `f` must belong to `device`'s context; `stream` must be a live stream
     /// of that context (or null for the legacy default stream).
+    /// `dependent`: launch with programmatic stream serialization where the driver and the device
+    /// (sm_90+) support it, so that the kernel is scheduled before the previous kernel on the
+    /// stream finishes; the kernel must then `griddepcontrol.wait` before it reads that kernel's
+    /// output. Elsewhere it is a plain launch, in which `griddepcontrol.wait` returns at once.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn launch(
         &self,
@@ -416,7 +453,29 @@ impl Driver {
         shared_mem: u32,
         stream: Stream,
         params: *mut *mut c_void,
+        dependent: bool,
     ) -> Result<CuResult> {
+        if let (true, Some(launch_ex)) = (dependent, self.f.launch_kernel_ex) {
+            if self.compute_capability(device)?.0 >= 9 {
+                let mut attr = LaunchAttribute {
+                    id: LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                    pad: [0; 4],
+                    value: [0; 64],
+                };
+                attr.value[..4].copy_from_slice(&1i32.to_ne_bytes());
+                let cfg = LaunchConfigEx {
+                    grid,
+                    block,
+                    shared_mem,
+                    stream: stream.0 as CuStream,
+                    attrs: &mut attr,
+                    num_attrs: 1,
+                };
+                return self.with_context(device, || {
+                    launch_ex(&cfg, f.0, params, std::ptr::null_mut())
+                });
+            }
+        }
         self.with_context(device, || {
             (self.f.launch_kernel)(
                 f.0,
@@ -440,5 +499,21 @@ impl Driver {
         self.with_context(device, || unsafe {
             (self.f.stream_synchronize)(stream.0 as CuStream)
         })
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    /// The structs cuLaunchKernelEx reads must match cuda.h (CUDA 12) byte for byte.
+    #[test]
+    fn launch_ex_structs_match_cuda_h() {
+        assert_eq!(std::mem::size_of::<LaunchAttribute>(), 72);
+        assert_eq!(std::mem::size_of::<LaunchConfigEx>(), 56);
+        assert_eq!(std::mem::offset_of!(LaunchConfigEx, stream), 32);
+        assert_eq!(std::mem::offset_of!(LaunchConfigEx, attrs), 40);
+        assert_eq!(std::mem::offset_of!(LaunchConfigEx, num_attrs), 48);
+        assert_eq!(std::mem::offset_of!(LaunchAttribute, value), 8);
     }
 }

@@ -111,6 +111,8 @@ pub struct LaunchConfig {
     pub block: [u32; 3],
     pub shared_mem: u32,
     pub stream: Stream,
+    /// Programmatic dependent launch (see [`crate::driver::Driver::launch`]).
+    pub dependent: bool,
 }
 
 impl LaunchConfig {
@@ -195,6 +197,7 @@ pub fn launch(
             cfg.shared_mem,
             cfg.stream,
             ptrs.as_mut_ptr(),
+            cfg.dependent,
         )?
     };
     if rc != CUDA_SUCCESS {
@@ -303,6 +306,7 @@ mod tests {
             grid,
             block,
             shared_mem: 0,
+            dependent: false,
             stream: crate::driver::Stream(0),
         };
         assert!(cfg([1, 1, 1], [256, 1, 1]).validate("k").is_ok());

@@ -457,8 +457,12 @@ impl Kernel {
     /// Tensors must be CUDA tensors on one device and contiguous; they are passed as device
     /// pointers. Python ints and floats are converted to the parameter's type, with range
     /// checks; bytes fill by-value struct parameters. `stream` may be a torch.cuda.Stream or a
-    /// raw handle. Nothing synchronizes unless KERNELKIT_LAUNCH_BLOCKING=1.
-    #[pyo3(signature = (grid, block, args, shared_mem=0, stream=None))]
+    /// raw handle. Nothing synchronizes unless KERNELKIT_LAUNCH_BLOCKING=1. `dependent=True`
+    /// lets the kernel start before the previous kernel on the stream ends (programmatic
+    /// dependent launch, sm_90+); the kernel must execute `griddepcontrol.wait` before it reads
+    /// that kernel's output. Where unsupported it is a plain launch.
+    #[pyo3(signature = (grid, block, args, shared_mem=0, stream=None, dependent=false))]
+    #[allow(clippy::too_many_arguments)]
     fn launch(
         &self,
         py: Python<'_>,
@@ -467,6 +471,7 @@ impl Kernel {
         args: &Bound<'_, PyAny>,
         shared_mem: u32,
         stream: Option<&Bound<'_, PyAny>>,
+        dependent: bool,
     ) -> PyResult<()> {
         let cfg_grid = dims(grid, "grid")?;
         let cfg_block = dims(block, "block")?;
@@ -570,6 +575,7 @@ impl Kernel {
             block: cfg_block,
             shared_mem,
             stream: Stream(stream),
+            dependent,
         };
         cfg.validate(&self.name).py_err()?;
         let r = self.resolve(device).py_err()?;

@@ -73,7 +73,8 @@ def _backward_cuda(grad, x, bias, approximate, grad_x, grad_bias):
     chunks = cdiv(rows, rows_per_chunk)
     partial = torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device)
     k.launch((grid_x, chunks), BLOCK, (grad, x, bias, grad_x, partial, rows, cols, rows_per_chunk))
-    kernel("gelu", f"kk_column_sum<{ctype}>").launch(cdiv(cols, BLOCK), BLOCK, (partial, grad_bias, chunks, cols))
+    column_sum = kernel("gelu", f"kk_column_sum<{ctype}>")
+    column_sum.launch(cdiv(cols, BLOCK), BLOCK, (partial, grad_bias, chunks, cols), dependent=True)
 
 
 def _backward_cpu(grad, x, bias, approximate, grad_x, grad_bias):

@@ -111,7 +111,8 @@ def _launch_backward(
     name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple, extra: bool = False, **stats
 ) -> None:
     """One chunk of rows per block writes its column partials of the weight (and bias) gradient;
-    kk_column_sum adds them in chunk order (deterministic). ``extra``: head carries g_extra."""
+    kk_column_sum adds them in chunk order (deterministic), launched dependent (programmatic dependent
+    launch: scheduled before the backward kernel ends). ``extra``: head carries g_extra."""
     cols = x.shape[-1]
     rows = x.numel() // cols if cols else 0
     check_stats(f"kernelkit::{name[3:-4]}_backward", x, rows, **stats)
@@ -127,7 +128,7 @@ def _launch_backward(
     partials = [torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device) for _ in grads]
     k.launch(chunks, block, (*head, gx, *partials, rows, cols, rows_per_chunk))
     for p, g in zip(partials, grads):
-        column_sum.launch(cdiv(cols, BLOCK), BLOCK, (p, g, chunks, cols))
+        column_sum.launch(cdiv(cols, BLOCK), BLOCK, (p, g, chunks, cols), dependent=True)
 
 
 # ---------------------------------------------------------------- rms_norm
