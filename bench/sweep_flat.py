@@ -189,9 +189,7 @@ def main():
         jobs = []
         if "gelu_fwd" in a.only:  # float16 too: its tanh forward has a 4-byte spill (check_compile.py)
             jobs.append(lambda: sweep_gelu_fwd(dtype, copy, results))
-        if dtype == torch.float16:
-            pass
-        elif "gelu_bwd" in a.only:
+        if "gelu_bwd" in a.only and dtype != torch.float16:
             jobs.append(lambda: sweep_gelu_bwd(dtype, copy, results))
         if "ew" in a.only and dtype != torch.float16:
             jobs += [lambda op=op: sweep_elementwise(op, dtype, copy, results) for op in ("add", "muladd")]

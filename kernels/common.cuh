@@ -186,7 +186,8 @@ template <typename T, int W> __device__ __forceinline__ Vec<T, W> acc_to_vec(con
 // out[c] = sum_{chunk = 0..chunks-1} partial[chunk * cols + c], in chunk order, rounded once to T.
 // chunks == 0 gives zeros. Launch: 1-D block of any size <= 1024 (256), grid = ceil(cols / 256)
 // (any grid is correct: grid-stride over columns), dependent=True after the kernel that writes partial
-// (it waits for it in kk::pdl_wait). ~1.6 us for <= 64 chunks.
+// (it waits for it in kk::pdl_wait), or after another such kk_column_sum (the waits chain). ~1.6 us for
+// <= 64 chunks.
 template <typename T>
 __global__ void __maxnreg__(64)
 kk_column_sum(const typename kk::Acc<T>::type* __restrict__ partial, T* __restrict__ out, long long chunks,

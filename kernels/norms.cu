@@ -509,6 +509,21 @@ template <bool TAIL, int NP> __device__ __forceinline__ void check_fits(long lon
   if (!TAIL && cols > (long long)NP * W * blockDim.x) __trap();
 }
 
+// RMSNorm forward entry (ADD: fused residual add; res, hout nullptr otherwise): the 16-byte path when
+// cols % VEC == 0 and every T pointer is aligned, else scalar.
+template <int NP, bool ADD, bool TAIL, typename T>
+__device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T* y, T* hout, kk::acc_t<T>* rstd,
+                                        long long rows, long long cols, float eps) {
+  constexpr int V = kk::kVec<T>;
+  if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout))) {
+    check_fits<TAIL, NP>(cols, V);
+    kk_norms::rms_fwd_run<NP, V, ADD, TAIL, T>(x, res, w, y, hout, rstd, rows, cols, eps);
+  } else {
+    check_fits<TAIL, NP>(cols, 1);
+    kk_norms::rms_fwd_run<NP, 1, ADD, TAIL, T>(x, res, w, y, hout, rstd, rows, cols, eps);
+  }
+}
+
 // Backward entry: the 16-byte path when cols % VEC == 0 and every T pointer is aligned, else scalar.
 template <int NP, bool LN, bool TAIL, bool EXTRA, typename T>
 __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, const kk::acc_t<T>* mean,
@@ -539,14 +554,7 @@ __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                 typename kk::Acc<T>::type* __restrict__ rstd, long long rows, long long cols, float eps) {
   if (rows <= 0 || cols <= 0) return;
-  constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(y))) {
-    check_fits<TAIL, NP>(cols, V);
-    kk_norms::rms_fwd_run<NP, V, false, TAIL, T>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
-  } else {
-    check_fits<TAIL, NP>(cols, 1);
-    kk_norms::rms_fwd_run<NP, 1, false, TAIL, T>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
-  }
+  rms_fwd<NP, false, TAIL, T>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
 }
 
 // Fused residual add + RMSNorm: h = round(x + residual) -> new_residual; y = rms_norm(h) (rounded h).
@@ -557,15 +565,7 @@ kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, con
                     T* __restrict__ y, T* __restrict__ new_residual, typename kk::Acc<T>::type* __restrict__ rstd,
                     long long rows, long long cols, float eps) {
   if (rows <= 0 || cols <= 0) return;
-  constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 &&
-      kk::aligned16(kk::addr(x) | kk::addr(residual) | kk::addr(w) | kk::addr(y) | kk::addr(new_residual))) {
-    check_fits<TAIL, NP>(cols, V);
-    kk_norms::rms_fwd_run<NP, V, true, TAIL, T>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
-  } else {
-    check_fits<TAIL, NP>(cols, 1);
-    kk_norms::rms_fwd_run<NP, 1, true, TAIL, T>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
-  }
+  rms_fwd<NP, true, TAIL, T>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
 }
 
 // LayerNorm forward: y = round((x - mean) * rstd * w + b); mean/rstd per row in A (each may be nullptr).

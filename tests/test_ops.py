@@ -247,7 +247,7 @@ def test_cuda_results_match_cpu_implementations():
 def test_bias_gelu_kernels_are_correct_for_any_grid(rows, cols):
     """The forward and backward kernels launched with grids and blocks other than the host's, so that
     blocks loop (grid-stride; over column tiles and row chunks) and columns wrap within a thread."""
-    from kernelkit.ops._runtime import kernel
+    from kernelkit.ops._runtime import cdiv, kernel
 
     fwd = kernel("gelu", "kk_bias_gelu_fwd<float, 1>")
     bwd = kernel("gelu", "kk_bias_gelu_bwd<float, 1>")
@@ -261,11 +261,11 @@ def test_bias_gelu_kernels_are_correct_for_any_grid(rows, cols):
         torch.testing.assert_close(y.cpu(), ref, atol=1e-5, rtol=1e-5)
     for grid, rpc in [((1, 1), 1), ((2, 3), 5), ((9, 70), 3), ((1, 1), 1000)]:
         gx = torch.full_like(x, float("nan"))
-        chunks = -(-rows // rpc)
+        chunks = cdiv(rows, rpc)
         part = torch.empty(chunks, cols, device="cuda")
         bwd.launch(grid, 256, (g, x, b, gx, part, rows, cols, rpc))
         gb = torch.empty_like(b)
-        column_sum.launch(-(-cols // 256), 256, (part, gb, chunks, cols))
+        column_sum.launch(cdiv(cols, 256), 256, (part, gb, chunks, cols))
         torch.testing.assert_close(gx.cpu(), ref_gx, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(gb.cpu(), ref_gb, atol=1e-4, rtol=1e-4)
 

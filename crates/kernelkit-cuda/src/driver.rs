@@ -163,6 +163,9 @@ pub struct Driver {
     pub init_error: Option<Error>,
     pub device_count: i32,
     contexts: Box<[OnceLock<Context>]>,
+    /// Per device: whether it is sm_90+, where a dependent launch takes the programmatic path;
+    /// asked once, as launches are the hot path.
+    programmatic: Box<[OnceLock<bool>]>,
 }
 
 // SAFETY: the table holds function pointers and a library handle; the driver API is thread-safe.
@@ -227,6 +230,7 @@ impl Driver {
             init_error: None,
             device_count: 0,
             contexts: Box::new([]),
+            programmatic: Box::new([]),
         };
         let mut version = 0;
         // SAFETY: plain out-parameter calls into the driver.
@@ -242,6 +246,7 @@ impl Driver {
             d.device_count = n;
         }
         d.contexts = (0..d.device_count).map(|_| OnceLock::new()).collect();
+        d.programmatic = (0..d.device_count).map(|_| OnceLock::new()).collect();
         Ok(d)
     }
 
@@ -433,6 +438,17 @@ impl Driver {
         Ok(n)
     }
 
+    /// Whether `device` runs dependent launches programmatically (sm_90+).
+    fn programmatic_launch(&self, device: i32) -> Result<bool> {
+        self.usable(device)?;
+        let slot = &self.programmatic[device as usize];
+        if let Some(&on) = slot.get() {
+            return Ok(on);
+        }
+        let on = self.compute_capability(device)?.0 >= 9;
+        Ok(*slot.get_or_init(|| on))
+    }
+
     /// Enqueue a kernel. Returns the raw driver code so the caller can name the kernel in errors.
     ///
     /// # Safety
@@ -456,7 +472,7 @@ impl Driver {
         dependent: bool,
     ) -> Result<CuResult> {
         if let (true, Some(launch_ex)) = (dependent, self.f.launch_kernel_ex) {
-            if self.compute_capability(device)?.0 >= 9 {
+            if self.programmatic_launch(device)? {
                 let mut attr = LaunchAttribute {
                     id: LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
                     pad: [0; 4],
