@@ -30,6 +30,13 @@ ALLOWED_SPILL = {
     "kk_bias_gelu_fwd<__half, 1>": 8,
     # 64 registers (two blocks per SM): 91-93% of copy at 4096-8192 columns, 70% at 116 registers.
     "kk_softmax_fwd<float, 2>": 32,
+    # Backwards of rows split over a cluster (8193 to 65536 columns, sm_90): the cluster sum and the next
+    # row's registers take the last few words; reloads from L1. Measured against the streamed-tail kernels
+    # at 8192 x 65536 (bench/results/h200-2026-11-22-s6/): 1.7-2.6x faster.
+    "kk_layer_norm_bwd<float, false, 4, 1, true>": 48,
+    "kk_rms_norm_bwd<float, false, 4, 1, false, true>": 144,
+    "kk_rms_norm_bwd<float, false, 4, 1, true, true>": 144,
+    "kk_layer_norm_bwd<__nv_bfloat16, false, 2, 1, true>": 16,
     # Not launched: float32 LayerNorm rows held whole use <float, false, 4, 1> (ops/norms.py).
     "kk_layer_norm_fwd<float, false>": 16,
 }
@@ -63,6 +70,12 @@ def instantiations():
     ]
     norms += [f"kk_column_sum<{t}>" for t in TYPES]
     norms += ["kk_layer_norm_fwd<float, false, 4, 1>"]  # the float32 LayerNorm launch (see ops/norms.py)
+    # Rows split over a cluster (SPLIT), as ops/norms.py launches them.
+    np_fwd = {"float": 8, "double": 4, "__half": 4, "__nv_bfloat16": 4}
+    np_bwd = {"float": 4, "double": 2, "__half": 2, "__nv_bfloat16": 2}
+    norms += [f"{k}<{t}, false, {np_fwd[t]}, 2, true>" for k in fwd for t in TYPES]
+    norms += [f"kk_rms_norm_bwd<{t}, false, {np_bwd[t]}, 1, {e}, true>" for t in TYPES for e in ("false", "true")]
+    norms += [f"kk_layer_norm_bwd<{t}, false, {np_bwd[t]}, 1, true>" for t in TYPES]
     sm = [
         f"{k}<{t}>"
         for k in ("kk_softmax_fwd", "kk_softmax_bwd", "kk_cross_entropy_fwd", "kk_cross_entropy_bwd")

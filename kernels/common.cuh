@@ -73,6 +73,82 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// ---- thread-block clusters (sm_90+): rows split over the CTAs of one cluster ----
+// A kernel whose rows are split (SPLIT) launches grid (G, S) with cluster dims (1, S, 1): CTA blockIdx.y
+// holds the y-th slice of the row's threads, and row sums cross CTAs through distributed shared memory.
+// Before sm_90 there are no clusters: a split launch traps there (check_split).
+__device__ __forceinline__ unsigned cluster_ctas() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return n;
+#else
+  return 1;
+#endif
+}
+
+// Every thread of every CTA in the cluster arrives; the CTA's earlier shared-memory writes are then
+// visible to the others (release / acquire).
+__device__ __forceinline__ void cluster_barrier() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+// *p in the shared memory of the cluster's CTA `rank` (p: this CTA's copy of a __shared__ variable).
+template <typename A> __device__ __forceinline__ A load_cluster(const A* p, unsigned rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  static_assert(sizeof(A) == 4 || sizeof(A) == 8, "float or double");
+  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  A v;
+  if constexpr (sizeof(A) == 4) asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  else asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(remote) : "memory");
+  return v;
+#else
+  return *p;
+#endif
+}
+
+// Sums of N values across the CTAs of a split row (SPLIT; otherwise a no-op), added in rank order
+// (deterministic, identical in every CTA). `v` holds this CTA's sums in every thread (one row per CTA).
+// Two slots alternate so that one cluster barrier per call suffices: a slot is rewritten two calls
+// later, after the barrier of the call in between, which every CTA reaches only when done reading it.
+// The kernel calls finish() before it exits, so that no CTA leaves while another may still read its
+// shared memory.
+template <int N, typename A, bool SPLIT> struct ClusterSum {
+  A* slots;  // __shared__ A[2 * N]
+  int parity = 0;
+  __device__ __forceinline__ void operator()(A (&v)[N]) {
+    if constexpr (SPLIT) {
+      A* const slot = slots + parity * N;
+      if (threadIdx.x == 0) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) slot[i] = v[i];
+      }
+      cluster_barrier();
+      const unsigned n = gridDim.y;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        A s = load_cluster(slot + i, 0);
+        for (unsigned r = 1; r < n; ++r) s += load_cluster(slot + i, r);
+        v[i] = s;
+      }
+      parity ^= 1;
+    }
+  }
+  __device__ __forceinline__ void finish() const {
+    if constexpr (SPLIT) cluster_barrier();
+  }
+};
+
+// A SPLIT kernel must run as clusters of exactly gridDim.y CTAs with one row group per CTA (anything
+// else would add up rows of unrelated CTAs); any other kernel as gridDim.y == 1.
+template <bool SPLIT> __device__ __forceinline__ void check_split() {
+  if (SPLIT ? (cluster_ctas() != gridDim.y || blockDim.y != 1) : gridDim.y != 1) __trap();
+}
+
 // True when p is 16-byte aligned. OR several pointers together to test them all at once.
 __device__ __forceinline__ unsigned long long addr(const void* p) {
   return reinterpret_cast<unsigned long long>(p);

@@ -35,10 +35,17 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double k_rsqrt(double v) { return rsqrt(v); }
 
-// v[i] <- sum of v[i] over the blockDim.x threads of this thread's row group; bitwise identical in every
-// thread of the group (xor butterfly: a+b == b+a). R > 32: contains two __syncthreads (all threads of the
-// block must call it). sm: N*32 words of shared memory.
-template <int N, typename A> __device__ __forceinline__ void row_sum(A (&v)[N], A* sm) {
+// A row's threads: blockDim.x, in each of the gridDim.y CTAs of a cluster when the row is split (SPLIT,
+// kk::ClusterSum); and this thread's index among them.
+template <bool SPLIT> __device__ __forceinline__ long long row_threads() {
+  return SPLIT ? (long long)blockDim.x * gridDim.y : blockDim.x;
+}
+template <bool SPLIT> __device__ __forceinline__ int row_thread() {
+  return SPLIT ? blockIdx.y * blockDim.x + threadIdx.x : threadIdx.x;
+}
+
+// The same within this CTA (rows split over a cluster are summed further by row_sum).
+template <int N, typename A> __device__ __forceinline__ void block_row_sum(A (&v)[N], A* sm) {
   const int R = blockDim.x;
   const int width = R < 32 ? R : 32;
   for (int o = width >> 1; o > 0; o >>= 1) {
@@ -61,6 +68,16 @@ template <int N, typename A> __device__ __forceinline__ void row_sum(A (&v)[N], 
     v[i] = s;
   }
   __syncthreads();
+}
+
+// v[i] <- sum of v[i] over the threads of this thread's row (blockDim.x, times gridDim.y CTAs when the
+// row is split: cs adds the CTAs' sums); bitwise identical in every thread of the row (xor butterfly:
+// a+b == b+a). blockDim.x > 32: contains two __syncthreads (all threads of the block must call it).
+// sm: N*32 words of shared memory.
+template <int N, typename A, bool SPLIT>
+__device__ __forceinline__ void row_sum(A (&v)[N], A* sm, kk::ClusterSum<N, A, SPLIT>& cs) {
+  block_row_sum(v, sm);
+  cs(v);
 }
 
 template <int N, int W, typename T> struct Packs {
@@ -97,14 +114,15 @@ __device__ __forceinline__ void tail_loop(const T* const (&src)[N], long long p,
 // ------------------------------------------------------------------------------------------------
 // RMSNorm forward (ADD: fused residual add). h = x (+ residual, rounded to T and stored to hout);
 // rs = rsqrt(sum(h^2)/cols + eps); y = round(h * rs * w) with the products in A.
-template <int NP, int W, bool ADD, bool TAIL, typename T>
+template <int NP, int W, bool ADD, bool TAIL, bool SPLIT, typename T>
 __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __restrict__ res,
                                             const T* __restrict__ w, T* __restrict__ y, T* __restrict__ hout,
-                                            acc_t<T>* __restrict__ rstd, long long rows, long long cols, float eps) {
+                                            acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
-  __shared__ A sm[32];
-  const int tx = threadIdx.x;
-  const long long R = blockDim.x;
+  __shared__ A sm[32], cslots[2];
+  kk::ClusterSum<1, A, SPLIT> cs{cslots};
+  const int tx = row_thread<SPLIT>();
+  const long long R = row_threads<SPLIT>();
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
@@ -171,7 +189,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
         });
       }
     }
-    row_sum(ss, sm);
+    row_sum(ss, sm, cs);
     const A rs = k_rsqrt(ss[0] / acols + A(eps));
     if (act && tx == 0 && rstd != nullptr) rstd[row] = rs;
 #pragma unroll
@@ -198,19 +216,21 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
       });
     }
   }
+  cs.finish();
 }
 
 // ------------------------------------------------------------------------------------------------
 // LayerNorm forward: mu = sum(x)/cols, var = sum((x-mu)^2)/cols (exact two-pass, biased),
 // rs = rsqrt(var + eps), y = round((x - mu) * rs * w + b) in A.
-template <int NP, int W, bool TAIL, typename T>
+template <int NP, int W, bool TAIL, bool SPLIT, typename T>
 __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                            T* __restrict__ y, acc_t<T>* __restrict__ mean,
-                                           acc_t<T>* __restrict__ rstd, long long rows, long long cols, float eps) {
+                                           acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
-  __shared__ A sm[32];
-  const int tx = threadIdx.x;
-  const long long R = blockDim.x;
+  __shared__ A sm[32], cslots[2];
+  kk::ClusterSum<1, A, SPLIT> cs{cslots};
+  const int tx = row_thread<SPLIT>();
+  const long long R = row_threads<SPLIT>();
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
@@ -236,7 +256,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 #pragma unroll
         for (int j = 0; j < W; ++j) s[0] += to_acc(q.v[0].v[j]);
       });
-    row_sum(s, sm);
+    row_sum(s, sm, cs);
     const A mu = s[0] / acols;
     s[0] = A(0);
 #pragma unroll
@@ -258,7 +278,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
           s[0] = kk::fma_acc(d, d, s[0]);
         }
       });
-    row_sum(s, sm);
+    row_sum(s, sm, cs);
     const A rs = k_rsqrt(s[0] / acols + A(eps));
     if (act && tx == 0) {
       if (mean != nullptr) mean[row] = mu;
@@ -290,6 +310,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
       });
     }
   }
+  cs.finish();
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -301,7 +322,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 // Register-part columns accumulate pw/pb in registers (one set per row group, combined in row-group
 // order through shared memory at the end of the chunk). Tail columns accumulate directly in the chunk's
 // row of pw/pb (read-modify-write by the owning thread, rows in order; row groups serialized by barriers).
-template <int NP, int W, bool LN, bool TAIL, bool EXTRA, typename T>
+template <int NP, int W, bool LN, bool TAIL, bool EXTRA, bool SPLIT, typename T>
 __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* __restrict__ x,
                                              const T* __restrict__ w, const acc_t<T>* __restrict__ mean,
                                              const acc_t<T>* __restrict__ rstd, const T* __restrict__ gextra,
@@ -311,13 +332,16 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   using A = acc_t<T>;
   constexpr int NS = LN ? 2 : 1;  // row sums: LN {sum g, sum g*xh}, RMS {sum g*xh}
   constexpr int NB = LN ? NP : 1;
-  __shared__ A sm[NS * 32];
+  __shared__ A sm[NS * 32], cslots[2 * NS];
+  kk::ClusterSum<NS, A, SPLIT> cs{cslots};
   __shared__ A comb[512];  // blockDim.x * blockDim.y <= 512 (launch bound)
-  const int tx = threadIdx.x, yi = threadIdx.y, Y = blockDim.y;
-  const long long R = blockDim.x;
+  const int tx = row_thread<SPLIT>(), yi = threadIdx.y, Y = blockDim.y;
+  const long long R = row_threads<SPLIT>();
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const bool has_tail = TAIL && NP * R < cv;
+  // Split float32 LayerNorm rows have no registers for the next row (56 bytes of spills).
+  constexpr bool kPrefetch = !TAIL && !(LN && SPLIT && sizeof(T) == 4);
   const A acols = A(cols);
   const long long nchunks = kk::div_ll(rows + rpc - 1, rpc);
   // This thread's weights, the same for every row, converted to A once (16-bit types: the conversions
@@ -357,22 +381,23 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
     };
     Vec<T, W> gv[NP], xv[NP];
     A rs, mu;
-    // Rows held whole (!TAIL): the next row is loaded before this row's reductions and barriers, so
+    // Rows held whole (kPrefetch): the next row is loaded before this row's reductions and barriers, so
     // each thread keeps a row's loads in flight through them (the 16-bit types move half the bytes per
     // row, and without this ran at 53-65% of copy).
-    if constexpr (!TAIL) load_row(r0 + yi, gv, xv, rs, mu);
+    if constexpr (kPrefetch) load_row(r0 + yi, gv, xv, rs, mu);
     for (long long rb = r0; rb < r1; rb += Y) {
       const long long row = rb + yi;
       const bool act = row < r1;
       const long long off = act ? row * cols : 0;
       Vec<T, W> gn[NP], xn[NP];
       A rsn, mun;
-      if constexpr (TAIL) load_row(row, gv, xv, rs, mu);
-      else load_row(row + Y, gn, xn, rsn, mun);
       // The extra gradient (add_rms_norm's residual path, EXTRA) is only needed after the reductions:
       // for 16-bit types it is loaded now, its latency hidden behind them (float: the registers spill).
-      constexpr bool kEarlyExtra = EXTRA && sizeof(T) == 2;
+      // (Not when split: 40 bytes of spills.)
+      constexpr bool kEarlyExtra = EXTRA && sizeof(T) == 2 && !SPLIT;
       Vec<T, W> ev[NP];
+      if constexpr (!kPrefetch) load_row(row, gv, xv, rs, mu);
+      else load_row(row + Y, gn, xn, rsn, mun);
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
@@ -404,7 +429,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
           }
         });
       }
-      row_sum(s, sm);
+      row_sum(s, sm, cs);
       const A c1 = LN ? s[0] / acols : A(0);
       const A c2 = s[NS - 1] / acols;
 #pragma unroll
@@ -461,7 +486,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
           }
         }
       }
-      if constexpr (!TAIL) {
+      if constexpr (kPrefetch) {
 #pragma unroll
         for (int k = 0; k < NP; ++k) {
           gv[k] = gn[k];
@@ -481,6 +506,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
         for (int t = 0; t < (LN ? 2 : 1); ++t) {
           A v = t == 0 ? aw[k][j] : ab[LN ? k : 0][j];
           if (Y > 1) {
+            // Y > 1 rows are never split (kk::check_split): threadIdx.x is tx and blockDim.x is R.
             comb[yi * R + tx] = v;
             __syncthreads();
             if (yi == 0)
@@ -492,6 +518,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       }
     }
   }
+  cs.finish();
 }
 
 }  // namespace kk_norms
@@ -504,39 +531,47 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 // NP (register packs per thread) defaults to the values above; the host may pick another (checked for
 // spills by check_compile.py).
 
-// Traps when a TAIL = false kernel is launched for rows longer than its register part.
-template <bool TAIL, int NP> __device__ __forceinline__ void check_fits(long long cols, int W) {
-  if (!TAIL && cols > (long long)NP * W * blockDim.x) __trap();
+// Traps when a TAIL = false kernel is launched for rows longer than its register part, and on a launch
+// that does not match SPLIT (kk::check_split).
+template <bool TAIL, int NP, bool SPLIT> __device__ __forceinline__ void check_fits(long long cols, int W) {
+  static_assert(!(TAIL && SPLIT), "split rows are held whole in registers");
+  kk::check_split<SPLIT>();
+  if (!TAIL && cols > (long long)NP * W * kk_norms::row_threads<SPLIT>()) __trap();
 }
 
 // RMSNorm forward entry (ADD: fused residual add; res, hout nullptr otherwise): the 16-byte path when
 // cols % VEC == 0 and every T pointer is aligned, else scalar.
-template <int NP, bool ADD, bool TAIL, typename T>
+template <int NP, bool ADD, bool TAIL, bool SPLIT, typename T>
 __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T* y, T* hout, kk::acc_t<T>* rstd,
-                                        long long rows, long long cols, float eps) {
+                                        long long rows, long long cols, double eps) {
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout))) {
-    check_fits<TAIL, NP>(cols, V);
-    kk_norms::rms_fwd_run<NP, V, ADD, TAIL, T>(x, res, w, y, hout, rstd, rows, cols, eps);
+    check_fits<TAIL, NP, SPLIT>(cols, V);
+    kk_norms::rms_fwd_run<NP, V, ADD, TAIL, SPLIT, T>(x, res, w, y, hout, rstd, rows, cols, eps);
+  } else if constexpr (SPLIT) {
+    __trap();  // rows are split on the 16-byte path only
   } else {
-    check_fits<TAIL, NP>(cols, 1);
-    kk_norms::rms_fwd_run<NP, 1, ADD, TAIL, T>(x, res, w, y, hout, rstd, rows, cols, eps);
+    check_fits<TAIL, NP, SPLIT>(cols, 1);
+    kk_norms::rms_fwd_run<NP, 1, ADD, TAIL, SPLIT, T>(x, res, w, y, hout, rstd, rows, cols, eps);
   }
 }
 
 // Backward entry: the 16-byte path when cols % VEC == 0 and every T pointer is aligned, else scalar.
-template <int NP, bool LN, bool TAIL, bool EXTRA, typename T>
+template <int NP, bool LN, bool TAIL, bool EXTRA, bool SPLIT, typename T>
 __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, const kk::acc_t<T>* mean,
                                          const kk::acc_t<T>* rstd, const T* g_extra, T* gx, kk::acc_t<T>* pw,
                                          kk::acc_t<T>* pb, long long rows, long long cols, long long rpc) {
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 &&
       kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx))) {
-    check_fits<TAIL, NP>(cols, V);
-    kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols, rpc);
+    check_fits<TAIL, NP, SPLIT>(cols, V);
+    kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, SPLIT, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols,
+                                                             rpc);
+  } else if constexpr (SPLIT) {
+    __trap();  // rows are split on the 16-byte path only
   } else {
-    check_fits<TAIL, NP>(cols, 1);
-    kk_norms::norm_bwd_run<NP, 1, LN, TAIL, EXTRA, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols, rpc);
+    check_fits<TAIL, NP, SPLIT>(cols, 1);
+    kk_norms::norm_bwd_run<NP, 1, LN, TAIL, EXTRA, SPLIT, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols, rpc);
   }
 }
 
@@ -549,40 +584,42 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   Any grid is correct (grid-stride over row groups); without a tail one row group per block
 //   (grid = ceil(rows / Y)) is fastest; with a tail grid = occ * num_SMs keeps the re-read part in L2
 //   (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, R*Y, 0)). No dynamic shared memory.
-template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2>
+template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
-                typename kk::Acc<T>::type* __restrict__ rstd, long long rows, long long cols, float eps) {
+                typename kk::Acc<T>::type* __restrict__ rstd, long long rows, long long cols, double eps) {
   if (rows <= 0 || cols <= 0) return;
-  rms_fwd<NP, false, TAIL, T>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
+  rms_fwd<NP, false, TAIL, SPLIT, T>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
 }
 
 // Fused residual add + RMSNorm: h = round(x + residual) -> new_residual; y = rms_norm(h) (rounded h).
 // Launch: as kk_rms_norm_fwd.
-template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2>
+template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, const T* __restrict__ w,
                     T* __restrict__ y, T* __restrict__ new_residual, typename kk::Acc<T>::type* __restrict__ rstd,
-                    long long rows, long long cols, float eps) {
+                    long long rows, long long cols, double eps) {
   if (rows <= 0 || cols <= 0) return;
-  rms_fwd<NP, true, TAIL, T>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
+  rms_fwd<NP, true, TAIL, SPLIT, T>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
 }
 
 // LayerNorm forward: y = round((x - mean) * rstd * w + b); mean/rstd per row in A (each may be nullptr).
 // Launch: as kk_rms_norm_fwd.
-template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2>
+template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                   typename kk::Acc<T>::type* __restrict__ mean, typename kk::Acc<T>::type* __restrict__ rstd,
-                  long long rows, long long cols, float eps) {
+                  long long rows, long long cols, double eps) {
   if (rows <= 0 || cols <= 0) return;
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
-    check_fits<TAIL, NP>(cols, V);
-    kk_norms::ln_fwd_run<NP, V, TAIL, T>(x, w, b, y, mean, rstd, rows, cols, eps);
+    check_fits<TAIL, NP, SPLIT>(cols, V);
+    kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, T>(x, w, b, y, mean, rstd, rows, cols, eps);
+  } else if constexpr (SPLIT) {
+    __trap();  // rows are split on the 16-byte path only
   } else {
-    check_fits<TAIL, NP>(cols, 1);
-    kk_norms::ln_fwd_run<NP, 1, TAIL, T>(x, w, b, y, mean, rstd, rows, cols, eps);
+    check_fits<TAIL, NP, SPLIT>(cols, 1);
+    kk_norms::ln_fwd_run<NP, 1, TAIL, SPLIT, T>(x, w, b, y, mean, rstd, rows, cols, eps);
   }
 }
 
@@ -605,7 +642,8 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 //   TAIL = false (rows held whole, cols <= E * R, else the kernel traps) loads the next row before this
 //   row's reductions. (Tried: the partials in shared memory with 4 packs for 16-bit types: no faster in
 //   `kernelkit bench llm`, bench/NOTES.md session 3.)
-template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool EXTRA = false>
+template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool EXTRA = false,
+          bool SPLIT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                 const typename kk::Acc<T>::type* __restrict__ rstd, const T* __restrict__ g_extra,
@@ -614,15 +652,15 @@ kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __re
   kk::pdl_trigger();  // kk_column_sum, launched dependent, may be scheduled now; it waits for this grid
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   if (EXTRA != (g_extra != nullptr)) __trap();
-  norm_bwd<NP, false, TAIL, EXTRA>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
-                                   rows_per_chunk);
+  norm_bwd<NP, false, TAIL, EXTRA, SPLIT>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
+                                          rows_per_chunk);
 }
 
 // LayerNorm backward: xhat = (x - mean)*rstd, g = gy*w:
 //   gx = round(rstd*(g - sum(g)/cols - xhat*sum(g*xhat)/cols));
 //   partial_w[chunk*cols + c] = chunk sum of gy*xhat, partial_b[...] = chunk sum of gy (A).
 // Launch: exactly as kk_rms_norm_bwd.
-template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1>
+template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool SPLIT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                   const typename kk::Acc<T>::type* __restrict__ mean,
@@ -631,6 +669,6 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
                   long long rows, long long cols, long long rows_per_chunk) {
   kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
-  norm_bwd<NP, true, TAIL, false>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b, rows, cols,
-                                  rows_per_chunk);
+  norm_bwd<NP, true, TAIL, false, SPLIT>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b, rows,
+                                         cols, rows_per_chunk);
 }

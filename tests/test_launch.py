@@ -31,6 +31,16 @@ extern "C" __global__ void trigger_spin_fill(float* y, float v, long long n, lon
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i < n) y[i] = v;
 }
+// out[block] = (cluster rank, CTAs per cluster), or (0, 1) where there are no clusters.
+extern "C" __global__ void cluster_ranks(int* out) {
+    unsigned rank = 0, n = 1;
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+#endif
+    const int b = blockIdx.y * gridDim.x + blockIdx.x;
+    if (threadIdx.x == 0) { out[2 * b] = rank; out[2 * b + 1] = n; }
+}
 extern "C" __global__ void wait_copy(const float* y, float* z, long long n) {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -124,6 +134,7 @@ def test_launches_on_the_current_and_on_a_side_stream(mod):
     side.synchronize()
     assert torch.all(y == 5.0)
     z = torch.zeros(n, device="cuda")
+    side.wait_stream(torch.cuda.current_stream())  # the zero fill is queued on the default stream
     k.launch(4, 256, (z, 6.0, n, 0), stream=side)  # an explicit stream object
     side.synchronize()
     assert torch.all(z == 6.0)
@@ -169,6 +180,27 @@ def test_dependent_launch_waits_for_the_previous_kernel(mod):
         assert torch.all(z == 7.0)
         y.zero_()
         z.zero_()
+
+
+@pytest.mark.gpu
+def test_cluster_launch_groups_blocks(mod):
+    """cluster=(1, 4, 1): blocks (x, 0..3) form one cluster, ranked by y; before sm_90 it is refused."""
+    k = mod.kernel("cluster_ranks")
+    out = torch.full((6 * 4, 2), -1, dtype=torch.int32, device="cuda")
+    if torch.cuda.get_device_capability()[0] < 9:
+        assert k.max_active_clusters(128, (1, 4, 1)) == 0
+        with pytest.raises(ValueError, match="sm_90"):
+            k.launch((6, 4), 128, (out,), cluster=(1, 4, 1))
+        return
+    assert k.max_active_clusters(128, (1, 4, 1)) >= torch.cuda.get_device_properties(0).multi_processor_count // 4
+    k.launch((6, 4), 128, (out,), cluster=(1, 4, 1))
+    ranks = out.view(4, 6, 2).cpu()  # [y, x, (rank, n)]
+    assert torch.equal(ranks[..., 1], torch.full((4, 6), 4, dtype=torch.int32))
+    assert torch.equal(ranks[..., 0], torch.arange(4, dtype=torch.int32).view(4, 1).expand(4, 6))
+    with pytest.raises(ValueError, match="multiple of the cluster"):
+        k.launch((6, 3), 128, (out,), cluster=(1, 4, 1))
+    with pytest.raises(ValueError, match="at most 8 blocks"):
+        k.launch((6, 16), 128, (out,), cluster=(1, 16, 1))
 
 
 @pytest.mark.gpu

@@ -13,8 +13,9 @@ pytestmark = pytest.mark.gpu
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 TOL = {torch.float64: 1e-9, torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
-# Row widths across the kernels' regimes (warp/block teams, register part, L2/shared-memory tails).
-WIDTHS = [1, 7, 64, 255, 256, 257, 1000, 4096, 4097, 8192, 16392, 65536, 262144]
+# Row widths across the kernels' regimes (warp/block teams, register part, L2/shared-memory tails, rows
+# split over a cluster of 2, 3, 4 and 8 CTAs on sm_90+).
+WIDTHS = [1, 7, 64, 255, 256, 257, 1000, 4096, 4097, 8192, 16392, 65536, 131072, 262144]
 
 
 def rows_for(cols: int) -> int:

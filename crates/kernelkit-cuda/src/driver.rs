@@ -89,6 +89,23 @@ pub(crate) struct LaunchAttribute {
 /// kernel on its stream has finished; it waits for it with `griddepcontrol.wait` (sm_90+).
 const LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: c_uint = 6;
 
+/// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`: blocks per thread-block cluster in x, y, z (sm_90+).
+const LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: c_uint = 4;
+
+impl LaunchAttribute {
+    fn new(id: c_uint, words: &[u32]) -> Self {
+        let mut value = [0u8; 64];
+        for (chunk, w) in value.chunks_exact_mut(4).zip(words) {
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+        LaunchAttribute {
+            id,
+            pad: [0; 4],
+            value,
+        }
+    }
+}
+
 /// `CUlaunchConfig` (cuda.h, CUDA 12).
 #[repr(C)]
 pub(crate) struct LaunchConfigEx {
@@ -104,6 +121,8 @@ type FnFuncGetAttribute = unsafe extern "C" fn(*mut c_int, c_int, CuFunction) ->
 type FnFuncSetAttribute = unsafe extern "C" fn(CuFunction, c_int, c_int) -> CuResult;
 type FnOccupancyMaxActiveBlocks =
     unsafe extern "C" fn(*mut c_int, CuFunction, c_int, usize) -> CuResult;
+type FnOccupancyMaxActiveClusters =
+    unsafe extern "C" fn(*mut c_int, CuFunction, *const LaunchConfigEx) -> CuResult;
 
 struct Fns {
     driver_get_version: FnDriverGetVersion,
@@ -119,8 +138,10 @@ struct Fns {
     module_load_data: FnModuleLoadData,
     module_get_function: FnModuleGetFunction,
     launch_kernel: FnLaunchKernel,
-    // CUDA 12.0+ drivers; without it, dependent launches fall back to plain ones.
+    // CUDA 12.0+ drivers; without it, dependent launches fall back to plain ones and cluster
+    // launches are refused.
     launch_kernel_ex: Option<FnLaunchKernelEx>,
+    occupancy_max_active_clusters: Option<FnOccupancyMaxActiveClusters>,
     stream_synchronize: FnStreamSynchronize,
     get_error_name: FnGetErrorText,
     get_error_string: FnGetErrorText,
@@ -163,9 +184,9 @@ pub struct Driver {
     pub init_error: Option<Error>,
     pub device_count: i32,
     contexts: Box<[OnceLock<Context>]>,
-    /// Per device: whether it is sm_90+, where a dependent launch takes the programmatic path;
+    /// Per device: whether it is sm_90+ (programmatic dependent launches, clusters);
     /// asked once, as launches are the hot path.
-    programmatic: Box<[OnceLock<bool>]>,
+    sm90: Box<[OnceLock<bool>]>,
 }
 
 // SAFETY: the table holds function pointers and a library handle; the driver API is thread-safe.
@@ -210,6 +231,12 @@ impl Driver {
                     launch_kernel: sym!("cuLaunchKernel"),
                     launch_kernel_ex: loader::symbol(&lib, Library::Driver, "cuLaunchKernelEx")
                         .ok(),
+                    occupancy_max_active_clusters: loader::symbol(
+                        &lib,
+                        Library::Driver,
+                        "cuOccupancyMaxActiveClusters",
+                    )
+                    .ok(),
                     stream_synchronize: sym!("cuStreamSynchronize"),
                     get_error_name: sym!("cuGetErrorName"),
                     get_error_string: sym!("cuGetErrorString"),
@@ -230,7 +257,7 @@ impl Driver {
             init_error: None,
             device_count: 0,
             contexts: Box::new([]),
-            programmatic: Box::new([]),
+            sm90: Box::new([]),
         };
         let mut version = 0;
         // SAFETY: plain out-parameter calls into the driver.
@@ -246,7 +273,7 @@ impl Driver {
             d.device_count = n;
         }
         d.contexts = (0..d.device_count).map(|_| OnceLock::new()).collect();
-        d.programmatic = (0..d.device_count).map(|_| OnceLock::new()).collect();
+        d.sm90 = (0..d.device_count).map(|_| OnceLock::new()).collect();
         Ok(d)
     }
 
@@ -438,10 +465,10 @@ impl Driver {
         Ok(n)
     }
 
-    /// Whether `device` runs dependent launches programmatically (sm_90+).
-    fn programmatic_launch(&self, device: i32) -> Result<bool> {
+    /// Whether `device` is sm_90+: dependent launches run programmatically, clusters exist.
+    fn sm90(&self, device: i32) -> Result<bool> {
         self.usable(device)?;
-        let slot = &self.programmatic[device as usize];
+        let slot = &self.sm90[device as usize];
         if let Some(&on) = slot.get() {
             return Ok(on);
         }
@@ -459,6 +486,8 @@ impl Driver {
     /// (sm_90+) support it, so that the kernel is scheduled before the previous kernel on the
     /// stream finishes; the kernel must then `griddepcontrol.wait` before it reads that kernel's
     /// output. Elsewhere it is a plain launch, in which `griddepcontrol.wait` returns at once.
+    /// `cluster`: blocks per thread-block cluster; anything but [1, 1, 1] needs sm_90+ and a
+    /// CUDA 12 driver, and is refused with an error elsewhere.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn launch(
         &self,
@@ -470,27 +499,38 @@ impl Driver {
         stream: Stream,
         params: *mut *mut c_void,
         dependent: bool,
+        cluster: [u32; 3],
     ) -> Result<CuResult> {
-        if let (true, Some(launch_ex)) = (dependent, self.f.launch_kernel_ex) {
-            if self.programmatic_launch(device)? {
-                let mut attr = LaunchAttribute {
-                    id: LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-                    pad: [0; 4],
-                    value: [0; 64],
-                };
-                attr.value[..4].copy_from_slice(&1i32.to_ne_bytes());
-                let cfg = LaunchConfigEx {
-                    grid,
-                    block,
-                    shared_mem,
-                    stream: stream.0 as CuStream,
-                    attrs: &mut attr,
-                    num_attrs: 1,
-                };
-                return self.with_context(device, || {
-                    launch_ex(&cfg, f.0, params, std::ptr::null_mut())
-                });
-            }
+        let clustered = cluster != [1, 1, 1];
+        if clustered && (self.f.launch_kernel_ex.is_none() || !self.sm90(device)?) {
+            return Err(Error::Argument(format!(
+                "thread-block clusters ({cluster:?}) need an sm_90+ GPU and a CUDA 12+ driver; \
+                 device {device} or the driver ({}) has none",
+                self.version
+            )));
+        }
+        let programmatic = dependent && self.f.launch_kernel_ex.is_some() && self.sm90(device)?;
+        if let (true, Some(launch_ex)) = (programmatic || clustered, self.f.launch_kernel_ex) {
+            let mut attrs = [
+                LaunchAttribute::new(LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &cluster),
+                LaunchAttribute::new(LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, &[1]),
+            ];
+            let (first, count) = match (clustered, programmatic) {
+                (true, true) => (0, 2),
+                (true, false) => (0, 1),
+                _ => (1, 1),
+            };
+            let cfg = LaunchConfigEx {
+                grid,
+                block,
+                shared_mem,
+                stream: stream.0 as CuStream,
+                attrs: attrs[first..].as_mut_ptr(),
+                num_attrs: count,
+            };
+            return self.with_context(device, || {
+                launch_ex(&cfg, f.0, params, std::ptr::null_mut())
+            });
         }
         self.with_context(device, || {
             (self.f.launch_kernel)(
@@ -507,6 +547,40 @@ impl Driver {
                 std::ptr::null_mut(),
             )
         })
+    }
+
+    /// How many clusters of `cluster` blocks (each `block` threads, `shared_mem` dynamic bytes) can
+    /// be resident on `device` at once; 0 where clusters are unsupported (before sm_90, or drivers
+    /// before CUDA 12).
+    pub fn max_active_clusters(
+        &self,
+        device: i32,
+        f: Function,
+        block: [u32; 3],
+        cluster: [u32; 3],
+        shared_mem: u32,
+    ) -> Result<i32> {
+        let Some(query) = self.f.occupancy_max_active_clusters else {
+            return Ok(0);
+        };
+        if !self.sm90(device)? {
+            return Ok(0);
+        }
+        let mut attr = LaunchAttribute::new(LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &cluster);
+        let cfg = LaunchConfigEx {
+            grid: cluster,
+            block,
+            shared_mem,
+            stream: std::ptr::null_mut(),
+            attrs: &mut attr,
+            num_attrs: 1,
+        };
+        let mut n = 0;
+        // SAFETY: out-parameter call on a live function handle of `device`'s context; `cfg` and
+        // the attribute it points to outlive the call.
+        let rc = self.with_context(device, || unsafe { query(&mut n, f.0, &cfg) })?;
+        self.check("cuOccupancyMaxActiveClusters", rc)?;
+        Ok(n)
     }
 
     /// Wait for a stream; only used when the user asks for blocking launches.

@@ -113,6 +113,8 @@ pub struct LaunchConfig {
     pub stream: Stream,
     /// Programmatic dependent launch (see [`crate::driver::Driver::launch`]).
     pub dependent: bool,
+    /// Blocks per thread-block cluster ([1, 1, 1]: no clusters; sm_90+ otherwise).
+    pub cluster: [u32; 3],
 }
 
 impl LaunchConfig {
@@ -131,6 +133,20 @@ impl LaunchConfig {
                 self.block
             )));
         }
+        let [cx, cy, cz] = self.cluster;
+        if cx == 0 || cy == 0 || cz == 0 || cx as u64 * cy as u64 * cz as u64 > MAX_CLUSTER_BLOCKS {
+            return Err(Error::Argument(format!(
+                "kernel '{kernel}': cluster {:?} must be at least 1 in every dimension and hold at most \
+                 {MAX_CLUSTER_BLOCKS} blocks",
+                self.cluster
+            )));
+        }
+        if gx % cx != 0 || gy % cy != 0 || gz % cz != 0 {
+            return Err(Error::Argument(format!(
+                "kernel '{kernel}': grid {:?} must be a multiple of the cluster {:?} in every dimension",
+                self.grid, self.cluster
+            )));
+        }
         if gy > 65535 || gz > 65535 || gx > i32::MAX as u32 {
             return Err(Error::Argument(format!(
                 "kernel '{kernel}': grid {:?} is too large (x < 2^31, y and z ≤ 65535)",
@@ -140,6 +156,9 @@ impl LaunchConfig {
         Ok(())
     }
 }
+
+/// The portable cluster size limit (larger ones need a per-kernel opt-in).
+pub const MAX_CLUSTER_BLOCKS: u64 = 8;
 
 static BLOCKING: AtomicU8 = AtomicU8::new(2);
 
@@ -198,6 +217,7 @@ pub fn launch(
             cfg.stream,
             ptrs.as_mut_ptr(),
             cfg.dependent,
+            cfg.cluster,
         )?
     };
     if rc != CUDA_SUCCESS {
@@ -302,13 +322,15 @@ mod tests {
 
     #[test]
     fn launch_config_is_checked_before_the_driver_sees_it() {
-        let cfg = |grid, block| LaunchConfig {
+        let clustered = |grid, block, cluster| LaunchConfig {
             grid,
             block,
             shared_mem: 0,
             dependent: false,
+            cluster,
             stream: crate::driver::Stream(0),
         };
+        let cfg = |grid, block| clustered(grid, block, [1, 1, 1]);
         assert!(cfg([1, 1, 1], [256, 1, 1]).validate("k").is_ok());
         let e = cfg([0, 1, 1], [256, 1, 1])
             .validate("k")
@@ -321,5 +343,21 @@ mod tests {
             .to_string();
         assert!(e.contains("more than 1024 threads"), "{e}");
         assert!(cfg([1, 70000, 1], [32, 1, 1]).validate("k").is_err());
+        assert!(clustered([6, 4, 1], [512, 1, 1], [1, 4, 1])
+            .validate("k")
+            .is_ok());
+        let e = clustered([6, 4, 1], [512, 1, 1], [1, 3, 1])
+            .validate("k")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("multiple of the cluster"), "{e}");
+        let e = clustered([16, 16, 1], [512, 1, 1], [1, 16, 1])
+            .validate("k")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at most 8 blocks"), "{e}");
+        assert!(clustered([1, 1, 1], [32, 1, 1], [0, 1, 1])
+            .validate("k")
+            .is_err());
     }
 }

@@ -460,8 +460,9 @@ impl Kernel {
     /// raw handle. Nothing synchronizes unless KERNELKIT_LAUNCH_BLOCKING=1. `dependent=True`
     /// lets the kernel start before the previous kernel on the stream ends (programmatic
     /// dependent launch, sm_90+); the kernel must execute `griddepcontrol.wait` before it reads
-    /// that kernel's output. Where unsupported it is a plain launch.
-    #[pyo3(signature = (grid, block, args, shared_mem=0, stream=None, dependent=false))]
+    /// that kernel's output. Where unsupported it is a plain launch. `cluster` groups blocks into
+    /// thread-block clusters (sm_90+, at most 8 blocks; the grid a multiple of it).
+    #[pyo3(signature = (grid, block, args, shared_mem=0, stream=None, dependent=false, cluster=None))]
     #[allow(clippy::too_many_arguments)]
     fn launch(
         &self,
@@ -472,8 +473,10 @@ impl Kernel {
         shared_mem: u32,
         stream: Option<&Bound<'_, PyAny>>,
         dependent: bool,
+        cluster: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let cfg_grid = dims(grid, "grid")?;
+        let cluster = cluster.map(|c| dims(c, "cluster")).transpose()?;
         let cfg_block = dims(block, "block")?;
         let args = args.downcast::<PyTuple>().cloned().or_else(|_| {
             args.try_iter()
@@ -576,6 +579,7 @@ impl Kernel {
             shared_mem,
             stream: Stream(stream),
             dependent,
+            cluster: cluster.unwrap_or([1, 1, 1]),
         };
         cfg.validate(&self.name).py_err()?;
         let r = self.resolve(device).py_err()?;
@@ -602,6 +606,26 @@ impl Kernel {
         driver()
             .py_err()?
             .max_active_blocks(device, r.func, block, shared_mem as usize)
+            .py_err()
+    }
+
+    /// Clusters of `cluster` blocks of `block` threads that can be resident on `device` at once: a
+    /// grid of that many clusters fills the GPU once. 0 where there are no clusters (before sm_90).
+    #[pyo3(signature = (block, cluster, shared_mem=0, device=0))]
+    fn max_active_clusters(
+        &self,
+        block: &Bound<'_, PyAny>,
+        cluster: &Bound<'_, PyAny>,
+        shared_mem: u32,
+        device: i32,
+    ) -> PyResult<i32> {
+        let block = dims(block, "block")?;
+        let cluster = dims(cluster, "cluster")?;
+        let r = self.resolve(device).py_err()?;
+        self.allow_shared_mem(device, r, shared_mem).py_err()?;
+        driver()
+            .py_err()?
+            .max_active_clusters(device, r.func, block, cluster, shared_mem)
             .py_err()
     }
 

@@ -48,6 +48,12 @@ def sm_count(device: int) -> int:
 
 
 @functools.cache
+def has_clusters(device: int) -> bool:
+    """Whether ``device`` runs thread-block clusters (sm_90+)."""
+    return _native.device_info(device)["compute_capability"][0] >= 9
+
+
+@functools.cache
 def smem_optin(device: int) -> int:
     """Bytes of shared memory one block may use on ``device`` once it opts in."""
     return _native.device_info(device)["max_shared_memory_per_block_optin"]

@@ -8,11 +8,12 @@ implementations: Rust (kernelkit-ops).
 from __future__ import annotations
 
 import functools
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
 from kernelkit import _native
+from kernelkit.jit import Kernel
 from kernelkit.library import Out, TensorSpec, like, op
 from kernelkit.ops._runtime import (
     BLOCK,
@@ -22,6 +23,7 @@ from kernelkit.ops._runtime import (
     acc_dtype,
     cdiv,
     check_stats,
+    has_clusters,
     kernel,
     pow2ceil,
     resident_blocks,
@@ -69,19 +71,59 @@ def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[in
     return r, max(1, 128 // r), cols > 512 * e
 
 
+class _Shape(NamedTuple):
+    """A row kernel's launch: ``per_block`` rows per block (or per cluster), at most ``cap`` blocks (clusters)
+    in x, and ``ctas`` CTAs per row (a cluster when > 1)."""
+
+    kernel: Kernel
+    block: Tuple[int, int]
+    per_block: int
+    cap: int
+    ctas: int = 1
+
+    def launch(self, grid: int, args: tuple) -> None:
+        if self.ctas > 1:
+            self.kernel.launch((grid, self.ctas), self.block, args, cluster=(1, self.ctas, 1))
+        else:
+            self.kernel.launch(grid, self.block, args)
+
+
+def _split_shape(expr: str, packs: int, dtype: torch.dtype, cols: int, dev: int) -> Optional[_Shape]:
+    """The launch of rows split over a thread-block cluster, each CTA holding its part of the row in
+    registers: a grid of the resident clusters looping over rows (10% faster than a cluster per row,
+    bench/sweep_split.py). None where that takes more than 8 CTAs or the GPU has no clusters (before
+    sm_90). ``expr``: the kernel."""
+    if not has_clusters(dev):
+        return None
+    e = packs * VEC[dtype]
+    ctas = cdiv(cols, 512 * e)
+    if ctas > 8:
+        return None
+    r = pow2ceil(cdiv(cols, ctas * e))
+    k = kernel("norms", expr)
+    clusters = k.max_active_clusters((r, 1), (1, ctas, 1), 0, dev)
+    return _Shape(k, (r, 1), 1, clusters, ctas) if clusters else None
+
+
 @functools.cache
-def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool):
-    """(kernel, block, rows per block, grid cap) of a forward kernel for rows of ``cols``."""
+def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool) -> _Shape:
+    """The launch of a forward kernel for rows of ``cols``."""
     packs, minb = _FWD_FIT.get((name, dtype), (_FWD_PACKS[dtype], 2))
     r, y, tail = _row_block(packs, dtype, cols, vec)
     if tail:
+        # Rows too long for one block's registers: split over a cluster (without the tail code every
+        # forward fits its default packs in 64 registers), else stream the tail.
         packs = _FWD_PACKS[dtype]
+        expr = f"{name}<{CTYPE[dtype]}, false, {packs}, 2, true>"
+        split = _split_shape(expr, packs, dtype, cols, dev) if vec else None
+        if split:
+            return split
         r, y, _ = _row_block(packs, dtype, cols, vec)
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
         # Rows longer than the register part re-read their tail: one wave keeps it in L2.
-        return k, (r, y), y, resident_blocks(k, r * y, dev)
+        return _Shape(k, (r, y), y, resident_blocks(k, r * y, dev))
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}>")
-    return k, (r, y), y, 1 << 62  # one row group per block
+    return _Shape(k, (r, y), y, 1 << 62)  # one row group per block
 
 
 def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None:
@@ -90,29 +132,36 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
     if rows == 0:
         return
     vec = _vector_path(cols, x.dtype, args)
-    k, block, per_block, cap = _forward_shape(name, x.dtype, cols, x.get_device(), vec)
-    k.launch(min(cdiv(rows, per_block), cap), block, (*args, rows, cols, eps))
+    shape = _forward_shape(name, x.dtype, cols, x.get_device(), vec)
+    shape.launch(min(cdiv(rows, shape.per_block), shape.cap), (*args, rows, cols, eps))
 
 
 @functools.cache
-def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool, extra: bool):
-    """(kernel, block, rows per block, chunks in one wave, column-sum kernel). ``extra``: the kernel adds
-    a second incoming gradient (add_rms_norm's residual path; its own instantiation, EXTRA)."""
+def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool, extra: bool) -> _Shape:
+    """The launch of a backward kernel (``cap``: chunks in one wave). ``extra``: the kernel adds a second
+    incoming gradient (add_rms_norm's residual path; its own instantiation, EXTRA)."""
     packs = _BWD_PACKS[dtype]
     r, y, tail = _row_block(packs, dtype, cols, vec)
+    if tail and vec:
+        extra_arg = f"{str(extra).lower()}, " if name == "kk_rms_norm_bwd" else ""
+        expr = f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}true>"
+        split = _split_shape(expr, packs, dtype, cols, dev)
+        if split:
+            return split
     # Rows held whole prefetch the next row; float32 LayerNorm spills doing so and keeps the tail kernel.
     tail = tail or (name, dtype) == ("kk_layer_norm_bwd", torch.float32)
     suffix = f", {packs}, 1, true" if extra else ""
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}{suffix}>")
-    return k, (r, y), y, resident_blocks(k, r * y, dev), kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
+    return _Shape(k, (r, y), y, resident_blocks(k, r * y, dev))
 
 
 def _launch_backward(
     name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple, extra: bool = False, **stats
 ) -> None:
-    """One chunk of rows per block writes its column partials of the weight (and bias) gradient;
-    kk_column_sum adds them in chunk order (deterministic), launched dependent (programmatic dependent
-    launch: scheduled before the backward kernel ends). ``extra``: head carries g_extra."""
+    """One chunk of rows per block (per cluster when rows are split) writes its column partials of the
+    weight (and bias) gradient; kk_column_sum adds them in chunk order (deterministic), launched dependent
+    (programmatic dependent launch: scheduled before the backward kernel ends). ``extra``: head carries
+    g_extra."""
     cols = x.shape[-1]
     rows = x.numel() // cols if cols else 0
     check_stats(f"kernelkit::{name[3:-4]}_backward", x, rows, **stats)
@@ -121,12 +170,13 @@ def _launch_backward(
             g.zero_()
         return
     vec = _vector_path(cols, x.dtype, (*head, gx))
-    k, block, per_block, wave, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
-    chunks = min(cdiv(rows, per_block), wave)
+    shape = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
+    chunks = min(cdiv(rows, shape.per_block), shape.cap)
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)
     partials = [torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device) for _ in grads]
-    k.launch(chunks, block, (*head, gx, *partials, rows, cols, rows_per_chunk))
+    shape.launch(chunks, (*head, gx, *partials, rows, cols, rows_per_chunk))
+    column_sum = kernel("norms", f"kk_column_sum<{CTYPE[x.dtype]}>")
     for p, g in zip(partials, grads):
         column_sum.launch(cdiv(cols, BLOCK), BLOCK, (p, g, chunks, cols), dependent=True)
 

@@ -1,0 +1,121 @@
+# ruff: noqa: B023, E731  (each lambda is timed before the loop moves on)
+"""Launch-shape sweep for norm rows split over a thread-block cluster (sm_90+), at 8192 x 65536.
+
+Each variant is launched straight through Kernel.launch: threads per CTA (R), CTAs per row (the cluster)
+and the grid (forwards: one row per cluster, or m x the resident clusters looping over rows; backwards:
+the resident clusters, one chunk of rows each). Every variant's
+output is checked against the shipped op's; CUDA-event medians. Writes JSON with --out.
+"""
+
+import argparse
+import json
+
+import torch
+
+from kernelkit.bench import _gpu_median_ms, copy_bandwidth
+from kernelkit.ops import norms
+from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel
+
+ROWS, COLS = 8192, 65536
+
+
+def median_us(fn, reps=20):
+    return _gpu_median_ms([fn], reps=reps, warmup=3) * 1e3
+
+
+def close(a, b):
+    return torch.allclose(a.float(), b.float(), rtol=2e-2, atol=2e-2)
+
+
+def forward(name, dtype, results):
+    x = torch.randn(ROWS, COLS, dtype=dtype, device="cuda")
+    r = torch.randn_like(x)
+    w = torch.randn(COLS, dtype=dtype, device="cuda")
+    b = torch.randn(COLS, dtype=dtype, device="cuda")
+    y, h = torch.empty_like(x), torch.empty_like(x)
+    st, st2 = (torch.empty(ROWS, dtype=torch.float32, device="cuda") for _ in range(2))
+    lib, args, nbytes = {
+        "kk_rms_norm_fwd": (lambda: norms._rms_norm(x, w, 1e-6), (x, w, y, st), 2 * x.nbytes),
+        "kk_add_rms_norm_fwd": (lambda: norms._add_rms_norm(x, r, w, 1e-6), (x, r, w, y, h, st), 4 * x.nbytes),
+        "kk_layer_norm_fwd": (lambda: norms._layer_norm(x, w, b, 1e-5), (x, w, b, y, st2, st), 2 * x.nbytes),
+    }[name]
+    ref = lib()[0].clone()
+    case = f"{name} {str(dtype)[6:]}"
+    out = [("shipped", median_us(lib))]
+    np_ = norms._FWD_PACKS[dtype]
+    k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {np_}, 2, true>")
+    for rt in (512, 256):
+        ctas = cdiv(COLS, rt * np_ * VEC[dtype])
+        if ctas > 8:
+            continue
+        clusters = k.max_active_clusters((rt, 1), (1, ctas, 1))
+        for label, grid in [("per row", ROWS)] + [(f"persistent x{m}", m * clusters) for m in (1, 2)]:
+            go = lambda: k.launch((grid, ctas), (rt, 1), (*args, ROWS, COLS, 1e-6), cluster=(1, ctas, 1))
+            y.zero_()
+            go()
+            ok = close(y, ref)
+            out.append((f"R {rt} x {ctas} CTAs, {label} ({grid})" + ("" if ok else " WRONG"), median_us(go)))
+    report(case, out, nbytes, results)
+
+
+def backward(name, dtype, results):
+    x = torch.randn(ROWS, COLS, dtype=dtype, device="cuda")
+    g = torch.randn_like(x)
+    w = torch.randn(COLS, dtype=dtype, device="cuda")
+    b = torch.randn(COLS, dtype=dtype, device="cuda")
+    if name == "kk_rms_norm_bwd":
+        _, rstd = norms._rms_norm(x, w, 1e-6)
+        lib = lambda: norms.rms_norm_backward(g, x, w, rstd)
+        head = (g, x, w, rstd, 0)
+        nparts = 1
+    else:
+        _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
+        lib = lambda: norms.layer_norm_backward(g, x, w, mean, rstd)
+        head = (g, x, w, mean, rstd)
+        nparts = 2
+    ref = lib()[0].clone()
+    case = f"{name} {str(dtype)[6:]}"
+    out = [("shipped", median_us(lib))]
+    gx = torch.empty_like(x)
+    np_ = norms._BWD_PACKS[dtype]
+    extra = "false, " if name == "kk_rms_norm_bwd" else ""
+    k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {np_}, 1, {extra}true>")
+    rt = 512
+    ctas = cdiv(COLS, rt * np_ * VEC[dtype])
+    clusters = k.max_active_clusters((rt, 1), (1, ctas, 1))
+    rpc = cdiv(ROWS, clusters)
+    parts = [torch.empty(clusters, COLS, dtype=torch.float32, device="cuda") for _ in range(nparts)]
+    bargs = (*head, gx, *parts, ROWS, COLS, rpc)
+    go = lambda: k.launch((clusters, ctas), (rt, 1), bargs, cluster=(1, ctas, 1))
+    gx.zero_()
+    go()
+    ok = close(gx, ref)
+    out.append((f"R {rt} x {ctas} CTAs, {clusters} chunks, no column sum" + ("" if ok else " WRONG"), median_us(go)))
+    report(case, out, 3 * x.nbytes, results)
+
+
+def report(case, out, nbytes, results):
+    copy = copy_bandwidth()
+    print(f"{case}  (copy {copy:.0f} GB/s)")
+    for label, us in out:
+        pct = 100 * nbytes / (us * 1e-6) / 1e9 / copy
+        print(f"    {label:55s} {us:8.1f} us  {pct:5.1f}%")
+        results.append({"case": case, "variant": label, "us": us, "pct_copy": pct})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    results = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for name in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd"):
+            forward(name, dtype, results)
+        for name in ("kk_rms_norm_bwd", "kk_layer_norm_bwd"):
+            backward(name, dtype, results)
+    if args.out:
+        json.dump({"copy_gbps": copy_bandwidth(), "results": results}, open(args.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
