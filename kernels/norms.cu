@@ -584,6 +584,9 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   Any grid is correct (grid-stride over row groups); without a tail one row group per block
 //   (grid = ceil(rows / Y)) is fastest; with a tail grid = occ * num_SMs keeps the re-read part in L2
 //   (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, R*Y, 0)). No dynamic shared memory.
+//   SPLIT = true (sm_90+, 16-byte path, TAIL = false): each row is split over the S CTAs of a cluster,
+//   grid (G, S), cluster dims (1, S, 1), block (R, 1), cols <= NP * VEC * R * S, S <= 8; G = the resident
+//   clusters (cuOccupancyMaxActiveClusters) looping over rows is fastest. A mismatched launch traps.
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
@@ -642,6 +645,7 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 //   TAIL = false (rows held whole, cols <= E * R, else the kernel traps) loads the next row before this
 //   row's reductions. (Tried: the partials in shared memory with 4 packs for 16-bit types: no faster in
 //   `kernelkit bench llm`, bench/NOTES.md session 3.)
+//   SPLIT = true: rows split over a cluster as in kk_rms_norm_fwd; chunks = grid.x = the resident clusters.
 template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool EXTRA = false,
           bool SPLIT = false>
 __global__ void __launch_bounds__(512, MINB)
