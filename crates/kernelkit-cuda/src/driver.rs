@@ -116,6 +116,26 @@ pub(crate) struct LaunchConfigEx {
     attrs: *mut LaunchAttribute,
     num_attrs: c_uint,
 }
+
+impl LaunchConfigEx {
+    /// A config reading `attrs`, which must outlive every use of it.
+    fn new(
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem: u32,
+        stream: CuStream,
+        attrs: &mut [LaunchAttribute],
+    ) -> Self {
+        LaunchConfigEx {
+            grid,
+            block,
+            shared_mem,
+            stream,
+            attrs: attrs.as_mut_ptr(),
+            num_attrs: attrs.len() as c_uint,
+        }
+    }
+}
 type FnGetErrorText = unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult;
 type FnFuncGetAttribute = unsafe extern "C" fn(*mut c_int, c_int, CuFunction) -> CuResult;
 type FnFuncSetAttribute = unsafe extern "C" fn(CuFunction, c_int, c_int) -> CuResult;
@@ -502,35 +522,32 @@ impl Driver {
         cluster: [u32; 3],
     ) -> Result<CuResult> {
         let clustered = cluster != [1, 1, 1];
-        if clustered && (self.f.launch_kernel_ex.is_none() || !self.sm90(device)?) {
+        // cuLaunchKernelEx only where an attribute asks for it and the device has them (sm_90+).
+        let launch_ex = match self.f.launch_kernel_ex {
+            Some(l) if (clustered || dependent) && self.sm90(device)? => Some(l),
+            _ => None,
+        };
+        if let Some(launch_ex) = launch_ex {
+            let mut attrs = [
+                LaunchAttribute::new(LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &cluster),
+                LaunchAttribute::new(LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, &[1]),
+            ];
+            let used = match (clustered, dependent) {
+                (true, true) => &mut attrs[..],
+                (true, false) => &mut attrs[..1],
+                _ => &mut attrs[1..],
+            };
+            let cfg = LaunchConfigEx::new(grid, block, shared_mem, stream.0 as CuStream, used);
+            return self.with_context(device, || {
+                launch_ex(&cfg, f.0, params, std::ptr::null_mut())
+            });
+        }
+        if clustered {
             return Err(Error::Argument(format!(
                 "thread-block clusters ({cluster:?}) need an sm_90+ GPU and a CUDA 12+ driver; \
                  device {device} or the driver ({}) has none",
                 self.version
             )));
-        }
-        let programmatic = dependent && self.f.launch_kernel_ex.is_some() && self.sm90(device)?;
-        if let (true, Some(launch_ex)) = (programmatic || clustered, self.f.launch_kernel_ex) {
-            let mut attrs = [
-                LaunchAttribute::new(LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &cluster),
-                LaunchAttribute::new(LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, &[1]),
-            ];
-            let (first, count) = match (clustered, programmatic) {
-                (true, true) => (0, 2),
-                (true, false) => (0, 1),
-                _ => (1, 1),
-            };
-            let cfg = LaunchConfigEx {
-                grid,
-                block,
-                shared_mem,
-                stream: stream.0 as CuStream,
-                attrs: attrs[first..].as_mut_ptr(),
-                num_attrs: count,
-            };
-            return self.with_context(device, || {
-                launch_ex(&cfg, f.0, params, std::ptr::null_mut())
-            });
         }
         self.with_context(device, || {
             (self.f.launch_kernel)(
@@ -566,15 +583,11 @@ impl Driver {
         if !self.sm90(device)? {
             return Ok(0);
         }
-        let mut attr = LaunchAttribute::new(LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &cluster);
-        let cfg = LaunchConfigEx {
-            grid: cluster,
-            block,
-            shared_mem,
-            stream: std::ptr::null_mut(),
-            attrs: &mut attr,
-            num_attrs: 1,
-        };
+        let mut attr = [LaunchAttribute::new(
+            LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+            &cluster,
+        )];
+        let cfg = LaunchConfigEx::new(cluster, block, shared_mem, std::ptr::null_mut(), &mut attr);
         let mut n = 0;
         // SAFETY: out-parameter call on a live function handle of `device`'s context; `cfg` and
         // the attribute it points to outlive the call.

@@ -137,9 +137,10 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
 
 
 @functools.cache
-def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool, extra: bool) -> _Shape:
-    """The launch of a backward kernel (``cap``: chunks in one wave). ``extra``: the kernel adds a second
-    incoming gradient (add_rms_norm's residual path; its own instantiation, EXTRA)."""
+def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool, extra: bool):
+    """(the launch of a backward kernel, ``cap`` being chunks in one wave; its column-sum kernel). ``extra``:
+    the kernel adds a second incoming gradient (add_rms_norm's residual path; its own instantiation, EXTRA)."""
+    column_sum = kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
     packs = _BWD_PACKS[dtype]
     r, y, tail = _row_block(packs, dtype, cols, vec)
     if tail and vec:
@@ -147,12 +148,12 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
         expr = f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}true>"
         split = _split_shape(expr, packs, dtype, cols, dev)
         if split:
-            return split
+            return split, column_sum
     # Rows held whole prefetch the next row; float32 LayerNorm spills doing so and keeps the tail kernel.
     tail = tail or (name, dtype) == ("kk_layer_norm_bwd", torch.float32)
     suffix = f", {packs}, 1, true" if extra else ""
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}{suffix}>")
-    return _Shape(k, (r, y), y, resident_blocks(k, r * y, dev))
+    return _Shape(k, (r, y), y, resident_blocks(k, r * y, dev)), column_sum
 
 
 def _launch_backward(
@@ -170,13 +171,12 @@ def _launch_backward(
             g.zero_()
         return
     vec = _vector_path(cols, x.dtype, (*head, gx))
-    shape = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
+    shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
     chunks = min(cdiv(rows, shape.per_block), shape.cap)
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)
     partials = [torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device) for _ in grads]
     shape.launch(chunks, (*head, gx, *partials, rows, cols, rows_per_chunk))
-    column_sum = kernel("norms", f"kk_column_sum<{CTYPE[x.dtype]}>")
     for p, g in zip(partials, grads):
         column_sum.launch(cdiv(cols, BLOCK), BLOCK, (p, g, chunks, cols), dependent=True)
 
