@@ -4,12 +4,12 @@
 # Installs it, runs the whole test suite (GPU tests included), the benchmarks and the demo, and
 # writes logs and JSON reports to $OUT.
 #   usage: bash bench/gpu_run.sh [STEP ...]   (default: tests foundation ops demo)
-#   steps: tests foundation hostpath ops demo doctor sweep sweep-rows sweep-flat sweep-split
+#   steps: tests foundation hostpath ops demo doctor sweep sweep-rows sweep-flat sweep-split sweep-llm
 #          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes)
 #          llama (bench/llama_train.py on one GPU), ddp (the same under DDP on two GPUs)
 #          triton-ptx (the PTX of the pointwise kernels torch.compile generated in earlier steps)
 #   env: PYTEST_ARGS (extra pytest arguments, e.g. "-n 8 tests/test_llm_ops.py"),
-#        SWEEP_ONLY (families for sweep-rows / sweep-flat, e.g. "norm_bwd")
+#        SWEEP_ONLY (families for sweep-rows / sweep-flat / sweep-llm, e.g. "norm_bwd")
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelkit-out}
 mkdir -p "$OUT"
@@ -29,7 +29,7 @@ for s in $steps; do
   case $s in
     tests) python3 -m pytest ${PYTEST_ARGS:-tests} -q -rs -p no:cacheprovider -p no:logging 2>&1 | tee "$OUT/pytest.log" | tail -15; rc=$((rc | PIPESTATUS[0])) ;;
     sweep) python3 bench/grid_sweep.py 2>&1 | tee "$OUT/grid_sweep.log" ;;
-    sweep-rows | sweep-flat | sweep-split)
+    sweep-rows | sweep-flat | sweep-split | sweep-llm)
       f=${s/-/_}
       # shellcheck disable=SC2086
       python3 bench/$f.py --out "$OUT/$f.json" ${SWEEP_ONLY:+--only $SWEEP_ONLY} 2>&1 | tee "$OUT/$f.log" | grep -v "^    " ;;

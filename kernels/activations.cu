@@ -191,12 +191,12 @@ template <typename I> __device__ __forceinline__ I rope_div(I a, I b) {
 
 // HI: rows numbered heads inner, else seq inner (a template parameter: a runtime select costs the registers of
 // 16-bit types' second item in flight).
-template <int BWD, int W, bool HI, typename I, typename T>
+template <int N, int BWD, int W, bool HI, typename I, typename T>
 __device__ __forceinline__ void rope_items(const T* q, const T* k, const T* cs, const T* sn, T* oq, T* ok,
                                            I i0, I bd, int n, const RopeGeom& g, const RopeStrides& st) {
   using A = acc_t<T>;
-  constexpr int N = 2;  // items in flight: their x loads are issued first; cos/sin (L1/L2-resident, shared
-                        // by all heads) are loaded per item, which keeps 16-bit types within 64 registers
+  // N items in flight: their x loads are issued first; cos/sin (L1/L2-resident, shared by all heads) are
+  // loaded per item, which keeps 16-bit types within 64 registers.
   Vec<T, W> x1[N], x2[N];
   T* op[N];
   I co[N];
@@ -247,18 +247,20 @@ __device__ __forceinline__ void rope_items(const T* q, const T* k, const T* cs, 
 
 // I = unsigned when every element offset fits in 31 bits (cheap hardware division, 32-bit loop counters), else
 // 64-bit. The counters cannot wrap: i < total + step, step <= total and total < 2^30 on the 32-bit path.
-template <int BWD, int W, bool HI, typename I, typename T>
+template <int ITEMS, int BWD, int W, bool HI, typename I, typename T>
 __device__ __forceinline__ void rope_run(const T* q, const T* k, const T* cs, const T* sn, T* oq, T* ok,
                                          long long total, const RopeGeom& g, const RopeStrides& st) {
-  constexpr int U = sizeof(I) == 4 ? 2 : 1;  // 64-bit index math needs the registers of a second item
+  constexpr int U = sizeof(I) == 4 ? ITEMS : 1;  // 64-bit index math needs the registers of a second item
   const long long first = (long long)blockIdx.x * blockDim.x * U + threadIdx.x;
   if (first >= total) return;
   const I bd = blockDim.x, n = (I)total;
   const I step = (I)kk::min_ll((long long)gridDim.x * blockDim.x * U, total);
   I i = (I)first;
 #pragma unroll 1
-  for (; i + (U - 1) * bd < n; i += step) rope_items<BWD, W, HI, I>(q, k, cs, sn, oq, ok, i, bd, U, g, st);
-  if (U > 1 && i < n) rope_items<BWD, W, HI, I>(q, k, cs, sn, oq, ok, i, bd, 1, g, st);  // <= 1 leftover item
+  for (; i + (U - 1) * bd < n; i += step) rope_items<U, BWD, W, HI, I>(q, k, cs, sn, oq, ok, i, bd, U, g, st);
+#pragma unroll
+  for (int u = 0; u < U - 1; ++u)  // < U leftover items
+    if (i + u * bd < n) rope_items<1, BWD, W, HI, I>(q, k, cs, sn, oq, ok, i + u * bd, bd, 1, g, st);
 }
 
 // One past the largest element offset of a (batch, heads, seq, dim) tensor with strides st (<= 0 when empty).
@@ -273,37 +275,36 @@ __device__ __forceinline__ long long rope_stride_bits(const long long (&st)[4], 
   return (batch > 1 ? st[0] : 0) | (heads > 1 ? st[1] : 0) | (seq > 1 ? st[2] : 0);
 }
 
-template <int BWD, int W, typename T>
+template <int ITEMS, int BWD, int W, typename T>
 __device__ __forceinline__ void rope_dispatch(const T* q, const T* k, const T* cs, const T* sn, T* oq, T* ok,
                                               long long total, bool fits32, bool heads_inner, const RopeGeom& g,
                                               const RopeStrides& st) {
-  if (fits32 && heads_inner) rope_run<BWD, W, true, unsigned>(q, k, cs, sn, oq, ok, total, g, st);
-  else if (fits32) rope_run<BWD, W, false, unsigned>(q, k, cs, sn, oq, ok, total, g, st);
-  else if (heads_inner) rope_run<BWD, W, true, unsigned long long>(q, k, cs, sn, oq, ok, total, g, st);
-  else rope_run<BWD, W, false, unsigned long long>(q, k, cs, sn, oq, ok, total, g, st);
+  if (fits32 && heads_inner) rope_run<ITEMS, BWD, W, true, unsigned>(q, k, cs, sn, oq, ok, total, g, st);
+  else if (fits32) rope_run<ITEMS, BWD, W, false, unsigned>(q, k, cs, sn, oq, ok, total, g, st);
+  else if (heads_inner) rope_run<ITEMS, BWD, W, true, unsigned long long>(q, k, cs, sn, oq, ok, total, g, st);
+  else rope_run<ITEMS, BWD, W, false, unsigned long long>(q, k, cs, sn, oq, ok, total, g, st);
 }
 
 }  // namespace kk_act
 
 // ================================================================= kernels
-// Launch (SwiGLU): 1-D block of any size <= 1024 (256 recommended), 1-D grid of any size (grid-stride):
-//   grid = min(ceil(n / (VEC * 256 * U)), 4 * occ * num_SMs), VEC = 16 / sizeof(T), U = 4 (fwd), 2 (bwd)
-//   (double: 1),
-//   occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, 256, 0). No dynamic shared memory.
+// Launch (SwiGLU): 1-D block of any size <= 1024, 1-D grid of any size (grid-stride). Fastest (bench/sweep_llm.py,
+//   H200): block 256, grid = ceil(n / (VEC * 256 * U)) (one pass), VEC = 16 / sizeof(T), U packs per thread and
+//   tensor: the defaults (forward 2 for 16-bit types, else 1; backward 1). No dynamic shared memory.
 // 16-byte path when all pointers are 16-byte aligned (scalar tail for n % VEC), scalar otherwise.
 // Outputs may alias inputs exactly (each element is read before the same thread writes it).
 
 // out = silu(gate) * up
-template <typename T>
+template <typename T, int U = sizeof(T) == 2 ? 2 : 1>
 __global__ void __maxnreg__(64) kk_swiglu_fwd(const T* gate, const T* up, T* out, long long n) {
-  kk_act::swiglu<false, sizeof(T) == 8 ? 1 : kk::kUnroll>(gate, up, (const T*)nullptr, out, (T*)nullptr, n);
+  kk_act::swiglu<false, U>(gate, up, (const T*)nullptr, out, (T*)nullptr, n);
 }
 
 // g_gate = grad * up * silu'(gate), g_up = grad * silu(gate)
-template <typename T>
+template <typename T, int U = 1>
 __global__ void __maxnreg__(64) kk_swiglu_bwd(const T* grad, const T* gate, const T* up, T* g_gate, T* g_up,
-                                                      long long n) {
-  kk_act::swiglu<true, sizeof(T) == 8 ? 1 : 2>(grad, gate, up, g_gate, g_up, n);
+                                              long long n) {
+  kk_act::swiglu<true, U>(grad, gate, up, g_gate, g_up, n);
 }
 
 // RoPE on q [batch, q_heads, seq, dim] and k [batch, k_heads, seq, dim] in one launch, into out_q and out_k of the
@@ -319,12 +320,14 @@ __global__ void __maxnreg__(64) kk_swiglu_bwd(const T* grad, const T* gate, cons
 // correct either way, the order only sets which rows a warp touches together (and shares a cos/sin row).
 // 32-bit index math when batch*(q_heads+k_heads)*seq*dim and every tensor's extent (largest offset + 1) are below
 // 2^31, else 64-bit (the kernel decides).
-// Launch: 1-D block of any size <= 1024 (256 recommended), 1-D grid of any size (grid-stride):
+// Launch: 1-D block of any size <= 1024 (see below), 1-D grid of any size (grid-stride):
 //   items = batch*(q_heads+k_heads)*seq*(dim/2)/W, W = VEC on the vector path ((dim/2) % VEC == 0,
 //   cos_batch_stride % VEC == 0, the strides of every dim of size > 1 of q, k, out_q, out_k % VEC == 0, all six
 //   pointers 16-byte aligned), else 1 (the host sizes the grid from dim and cos_batch_stride alone: any grid is
-//   correct); grid = min(ceil(items / (256 * 2)), 4 * occ * num_SMs). No dynamic shared memory.
-template <typename T, int BACKWARD>
+//   correct). ITEMS: items per thread in one block pass on the 32-bit path (64-bit index math: 1). Fastest
+//   (bench/sweep_llm.py, H200): block 64, ITEMS 2 (4 spills), grid = ceil(items / (64 * 2)) (one pass). No
+//   dynamic shared memory.
+template <typename T, int BACKWARD, int ITEMS = 2>
 __global__ void __maxnreg__(64) kk_rope(const T* q, const T* k, const T* cos, const T* sin, T* out_q, T* out_k,
                                         long long batch, long long q_heads, long long k_heads, long long seq,
                                         long long dim, long long cos_batch_stride, int heads_inner,
@@ -355,9 +358,11 @@ __global__ void __maxnreg__(64) kk_rope(const T* q, const T* k, const T* cos, co
   if (bits % V == 0 && kk::aligned16(kk::addr(q) | kk::addr(k) | kk::addr(cos) | kk::addr(sin) | kk::addr(out_q) |
                                      kk::addr(out_k))) {
     g.hv = g.half / V;
-    kk_act::rope_dispatch<BACKWARD, V>(q, k, cos, sin, out_q, out_k, rows * g.hv, fits32, heads_inner != 0, g, st);
+    kk_act::rope_dispatch<ITEMS, BACKWARD, V>(q, k, cos, sin, out_q, out_k, rows * g.hv, fits32, heads_inner != 0, g,
+                                               st);
   } else {
     g.hv = g.half;
-    kk_act::rope_dispatch<BACKWARD, 1>(q, k, cos, sin, out_q, out_k, rows * g.hv, fits32, heads_inner != 0, g, st);
+    kk_act::rope_dispatch<ITEMS, BACKWARD, 1>(q, k, cos, sin, out_q, out_k, rows * g.hv, fits32, heads_inner != 0, g,
+                                               st);
   }
 }

@@ -111,16 +111,17 @@ template <typename A> __device__ __forceinline__ A load_cluster(const A* p, unsi
 #endif
 }
 
-// Sums of N values across the CTAs of a split row (SPLIT; otherwise a no-op), added in rank order
-// (deterministic, identical in every CTA). `v` holds this CTA's sums in every thread (one row per CTA).
+// N values reduced across the CTAs of a split row (SPLIT; otherwise a no-op), merged in rank order
+// (deterministic, identical in every CTA). `v` holds this CTA's values in every thread (one row per CTA).
+// operator()(v) sums; operator()(v, merge) applies merge(acc, other) (both A[N]) for ranks 1, 2, ...
 // Two slots alternate so that one cluster barrier per call suffices: a slot is rewritten two calls
 // later, after the barrier of the call in between, which every CTA reaches only when done reading it.
 // The kernel calls finish() before it exits, so that no CTA leaves while another may still read its
 // shared memory.
-template <int N, typename A, bool SPLIT> struct ClusterSum {
+template <int N, typename A, bool SPLIT> struct ClusterReduce {
   A* slots;  // __shared__ A[2 * N]
   int parity = 0;
-  __device__ __forceinline__ void operator()(A (&v)[N]) {
+  template <typename F> __device__ __forceinline__ void operator()(A (&v)[N], F&& merge) {
     if constexpr (SPLIT) {
       A* const slot = slots + parity * N;
       if (threadIdx.x == 0) {
@@ -130,13 +131,21 @@ template <int N, typename A, bool SPLIT> struct ClusterSum {
       cluster_barrier();
       const unsigned n = gridDim.y;
 #pragma unroll
-      for (int i = 0; i < N; ++i) {
-        A s = load_cluster(slot + i, 0);
-        for (unsigned r = 1; r < n; ++r) s += load_cluster(slot + i, r);
-        v[i] = s;
+      for (int i = 0; i < N; ++i) v[i] = load_cluster(slot + i, 0);
+      for (unsigned r = 1; r < n; ++r) {
+        A o[N];
+#pragma unroll
+        for (int i = 0; i < N; ++i) o[i] = load_cluster(slot + i, r);
+        merge(v, o);
       }
       parity ^= 1;
     }
+  }
+  __device__ __forceinline__ void operator()(A (&v)[N]) {
+    (*this)(v, [](A(&acc)[N], const A(&o)[N]) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) acc[i] += o[i];
+    });
   }
   __device__ __forceinline__ void finish() const {
     if constexpr (SPLIT) cluster_barrier();
@@ -147,6 +156,18 @@ template <int N, typename A, bool SPLIT> struct ClusterSum {
 // else would add up rows of unrelated CTAs); any other kernel as gridDim.y == 1.
 template <bool SPLIT> __device__ __forceinline__ void check_split() {
   if (SPLIT ? (cluster_ctas() != gridDim.y || blockDim.y != 1) : gridDim.y != 1) __trap();
+}
+
+// Split kernels need clusters (sm_90+); compiled for an older GPU, a split kernel is a trap and nothing
+// else (its row code, which could never run, is not compiled). Entry points: if (split_unsupported) return.
+template <bool SPLIT> __device__ __forceinline__ bool split_unsupported() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  if constexpr (SPLIT) {
+    __trap();
+    return true;
+  }
+#endif
+  return false;
 }
 
 // True when p is 16-byte aligned. OR several pointers together to test them all at once.

@@ -36,7 +36,7 @@ __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double k_rsqrt(double v) { return rsqrt(v); }
 
 // A row's threads: blockDim.x, in each of the gridDim.y CTAs of a cluster when the row is split (SPLIT,
-// kk::ClusterSum); and this thread's index among them.
+// kk::ClusterReduce); and this thread's index among them.
 template <bool SPLIT> __device__ __forceinline__ long long row_threads() {
   return SPLIT ? (long long)blockDim.x * gridDim.y : blockDim.x;
 }
@@ -75,9 +75,31 @@ template <int N, typename A> __device__ __forceinline__ void block_row_sum(A (&v
 // a+b == b+a). blockDim.x > 32: contains two __syncthreads (all threads of the block must call it).
 // sm: N*32 words of shared memory.
 template <int N, typename A, bool SPLIT>
-__device__ __forceinline__ void row_sum(A (&v)[N], A* sm, kk::ClusterSum<N, A, SPLIT>& cs) {
+__device__ __forceinline__ void row_sum(A (&v)[N], A* sm, kk::ClusterReduce<N, A, SPLIT>& cs) {
   block_row_sum(v, sm);
   cs(v);
+}
+
+__device__ __forceinline__ float rcp_rn(float v) { return __frcp_rn(v); }
+__device__ __forceinline__ double rcp_rn(double v) { return __drcp_rn(v); }
+
+// A split row's (count, mean, M2 = sum of squared deviations from the mean) from each CTA's, merged in rank
+// order with Chan et al.'s formula: one cluster exchange where a sum and then a sum of squares about the
+// row mean would need two.
+template <typename A, bool SPLIT>
+__device__ __forceinline__ void cluster_moments(A& n, A& m, A& q, kk::ClusterReduce<3, A, SPLIT>& cr) {
+  A t[3] = {n, m, q};
+  cr(t, [](A(&a)[3], const A(&b)[3]) {
+    const A nn = a[0] + b[0];
+    const A d = b[1] - a[1];
+    const A f = b[0] * rcp_rn(nn);  // nn >= b[0] > 0: every CTA of a split row holds elements
+    a[1] = kk::fma_acc(d, f, a[1]);
+    a[2] = a[2] + b[2] + d * d * a[0] * f;
+    a[0] = nn;
+  });
+  n = t[0];
+  m = t[1];
+  q = t[2];
 }
 
 template <int N, int W, typename T> struct Packs {
@@ -120,7 +142,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
                                             acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
   __shared__ A sm[32], cslots[2];
-  kk::ClusterSum<1, A, SPLIT> cs{cslots};
+  kk::ClusterReduce<1, A, SPLIT> cs{cslots};
   const int tx = row_thread<SPLIT>();
   const long long R = row_threads<SPLIT>();
   const long long cv = cols / W;
@@ -220,20 +242,30 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
 }
 
 // ------------------------------------------------------------------------------------------------
-// LayerNorm forward: mu = sum(x)/cols, var = sum((x-mu)^2)/cols (exact two-pass, biased),
-// rs = rsqrt(var + eps), y = round((x - mu) * rs * w + b) in A.
+// LayerNorm forward: mu = mean(x), var = mean((x-mu)^2) (exact two-pass, biased), rs = rsqrt(var + eps),
+// y = round((x - mu) * rs * w + b) in A. A split row takes each CTA's two-pass moments of its slice and merges
+// them across the cluster in one exchange (cluster_moments).
 template <int NP, int W, bool TAIL, bool SPLIT, typename T>
 __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                            T* __restrict__ y, acc_t<T>* __restrict__ mean,
                                            acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
-  __shared__ A sm[32], cslots[2];
-  kk::ClusterSum<1, A, SPLIT> cs{cslots};
+  __shared__ A sm[32], cslots[2 * 3];
+  kk::ClusterReduce<3, A, SPLIT> cr{cslots};
   const int tx = row_thread<SPLIT>();
   const long long R = row_threads<SPLIT>();
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
+  // Elements of each row in this CTA: all of them, or (SPLIT) those of its slice of every register pack.
+  A n_cta = acols;
+  if constexpr (SPLIT) {
+    const long long B = blockDim.x, first = (long long)blockIdx.y * B;
+    long long e = 0;
+#pragma unroll
+    for (int k = 0; k < NP; ++k) e += kk::min_ll(kk::max_ll(cv - (k * R + first), 0), B);
+    n_cta = A(e * W);
+  }
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
     const bool act = row < rows;
@@ -256,8 +288,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 #pragma unroll
         for (int j = 0; j < W; ++j) s[0] += to_acc(q.v[0].v[j]);
       });
-    row_sum(s, sm, cs);
-    const A mu = s[0] / acols;
+    block_row_sum(s, sm);
+    A mu = s[0] / n_cta;
     s[0] = A(0);
 #pragma unroll
     for (int k = 0; k < NP; ++k) {
@@ -278,7 +310,9 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
           s[0] = kk::fma_acc(d, d, s[0]);
         }
       });
-    row_sum(s, sm, cs);
+    block_row_sum(s, sm);
+    A n = n_cta;
+    cluster_moments(n, mu, s[0], cr);
     const A rs = k_rsqrt(s[0] / acols + A(eps));
     if (act && tx == 0) {
       if (mean != nullptr) mean[row] = mu;
@@ -310,7 +344,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
       });
     }
   }
-  cs.finish();
+  cr.finish();
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -333,7 +367,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   constexpr int NS = LN ? 2 : 1;  // row sums: LN {sum g, sum g*xh}, RMS {sum g*xh}
   constexpr int NB = LN ? NP : 1;
   __shared__ A sm[NS * 32], cslots[2 * NS];
-  kk::ClusterSum<NS, A, SPLIT> cs{cslots};
+  kk::ClusterReduce<NS, A, SPLIT> cs{cslots};
   __shared__ A comb[512];  // blockDim.x * blockDim.y <= 512 (launch bound)
   const int tx = row_thread<SPLIT>(), yi = threadIdx.y, Y = blockDim.y;
   const long long R = row_threads<SPLIT>();
@@ -544,6 +578,7 @@ template <bool TAIL, int NP, bool SPLIT> __device__ __forceinline__ void check_f
 template <int NP, bool ADD, bool TAIL, bool SPLIT, typename T>
 __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T* y, T* hout, kk::acc_t<T>* rstd,
                                         long long rows, long long cols, double eps) {
+  if (kk::split_unsupported<SPLIT>()) return;
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
@@ -561,6 +596,7 @@ template <int NP, bool LN, bool TAIL, bool EXTRA, bool SPLIT, typename T>
 __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, const kk::acc_t<T>* mean,
                                          const kk::acc_t<T>* rstd, const T* g_extra, T* gx, kk::acc_t<T>* pw,
                                          kk::acc_t<T>* pb, long long rows, long long cols, long long rpc) {
+  if (kk::split_unsupported<SPLIT>()) return;
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 &&
       kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx))) {
@@ -613,7 +649,7 @@ __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                   typename kk::Acc<T>::type* __restrict__ mean, typename kk::Acc<T>::type* __restrict__ rstd,
                   long long rows, long long cols, double eps) {
-  if (rows <= 0 || cols <= 0) return;
+  if (rows <= 0 || cols <= 0 || kk::split_unsupported<SPLIT>()) return;
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);

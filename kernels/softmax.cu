@@ -6,7 +6,8 @@
 //   * 16-byte vector path when cols % VEC == 0 and every tensor pointer is 16-byte aligned (then every row
 //     is), scalar path otherwise. VEC = 16 / sizeof(T): 8 (half, bf16), 4 (float), 2 (double).
 //     A "pack" below is VEC elements on the vector path, 1 element on the scalar path; nv = packs per row.
-//   * blockDim.x must be a multiple of 32, <= 512 (launch bounds: <= 128 registers); other block sizes trap.
+//   * blockDim.x must be a multiple of 32, <= the launch bound (512 unless a kernel says otherwise); other
+//     block sizes trap.
 //   * Rows are handled by a "team": one warp per row for short rows (per kernel below), otherwise one block
 //     per row. Teams loop over rows grid-stride, so ANY grid is correct; recommended grids below.
 //   * Deterministic: fixed-order per-thread accumulation, xor-butterfly warp reductions (the combine
@@ -27,8 +28,6 @@ using kk::store_vec;
 using kk::to_acc;
 using kk::Vec;
 
-constexpr int kR = 4;              // softmax fwd: row packs kept in registers per thread (16 registers)
-constexpr int kRB = 2;             // softmax bwd: row packs per tensor kept in registers per thread
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
 constexpr int kWarpRowPacks = 2048; // cross-entropy: warp-per-row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
 
@@ -164,23 +163,24 @@ __device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<
 }
 
 // ---------------------------------------------------------------- softmax forward, one row
-// Packs p = ti + k*nt (k < kR) stay in registers; packs beyond kR*nt (block teams only) are streamed:
+// Packs p = ti + k*nt (k < RP) stay in registers; packs beyond RP*nt (block teams only) are streamed:
 // pass 1 reads them (the first cache_packs of them also into shared memory), pass 2 re-reads them (shared
 // memory, else global/L2) and writes y. Each pack is read and written by the same thread only, so y == x
-// (exact in place) is safe.
-template <typename T, int W, bool BLOCK>
+// (exact in place) is safe. STREAM = false: no streamed part (the caller guarantees nv <= RP * nt), which
+// leaves the registers of the streaming loops to more blocks per SM.
+template <typename T, int W, bool BLOCK, int RP, bool STREAM>
 __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity) {
   using A = acc_t<T>;
-  Vec<T, W> v[kR];
+  Vec<T, W> v[RP];
 #pragma unroll
-  for (int k = 0; k < kR; ++k) {
+  for (int k = 0; k < RP; ++k) {
     const long long p = ti + (long long)k * nt;
     if (p < nv) v[k] = load_vec<W>(xr + p * W);
   }
   A m = ninf<A>(), s = A(0);
 #pragma unroll
-  for (int k = 0; k < kR; ++k)
+  for (int k = 0; k < RP; ++k)
     if (ti + (long long)k * nt < nv) {
 #pragma unroll
       for (int j = 0; j < W; ++j) m = amax(m, to_acc(v[k].v[j]));
@@ -188,15 +188,15 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   {
     const A r = safe_ref(m);
 #pragma unroll
-    for (int k = 0; k < kR; ++k)
+    for (int k = 0; k < RP; ++k)
       if (ti + (long long)k * nt < nv) {
 #pragma unroll
         for (int j = 0; j < W; ++j) s += ex<T>(to_acc(v[k].v[j]) - r);
       }
   }
-  const long long base = (long long)kR * nt;  // first streamed pack
+  const long long base = (long long)RP * nt;  // first streamed pack
   const long long nq = nv - base;             // streamed packs (> 0 only for block teams)
-  if constexpr (BLOCK) {
+  if constexpr (BLOCK && STREAM) {
     if (nq > 0) {
       const T* xs = xr + base * W;
       long long q = ti;
@@ -229,7 +229,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   const A r = safe_ref(st.f[0]);
   const A inv = A(1) / st.f[1];  // all -inf row: 1/0 = inf, times exp(-inf) = 0 -> NaN
 #pragma unroll
-  for (int k = 0; k < kR; ++k) {
+  for (int k = 0; k < RP; ++k) {
     const long long p = ti + (long long)k * nt;
     if (p < nv) {
       A o[W];
@@ -238,7 +238,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
       store_vec<W>(yr + p * W, kk::acc_to_vec<T, W>(o));
     }
   }
-  if constexpr (BLOCK) {
+  if constexpr (BLOCK && STREAM) {
     if (nq > 0) {
       const T* xs = xr + base * W;
       T* ys = yr + base * W;
@@ -267,30 +267,32 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   }
 }
 
-template <typename T, int W>
+// HELD: rows held whole in the registers of one block (traps otherwise); no streaming code.
+template <typename T, int W, int RP, bool HELD>
 __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
   extern __shared__ uint4 kk_sm_dyn[];
   const long long nv = cols / W;
   int parity = 0;
-  if (nv <= kR * 32) {  // warp team: the whole row fits in the warp's registers (no streaming)
+  if (nv <= RP * 32) {  // warp team: the whole row fits in the warp's registers (no streaming)
     const long long nw = blockDim.x >> 5;
     const int lane = threadIdx.x & 31;
 #pragma unroll 1
     for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
-      fwd_row<T, W, false>(x + row * cols, y + row * cols, nv, lane, 32, nullptr, 0, red, parity);
+      fwd_row<T, W, false, RP, true>(x + row * cols, y + row * cols, nv, lane, 32, nullptr, 0, red, parity);
   } else {
+    if (HELD && nv > RP * (long long)blockDim.x) __trap();
     T* cache = reinterpret_cast<T*>(kk_sm_dyn);
     const long long cache_packs = dyn_smem_bytes() / (W * sizeof(T));
 #pragma unroll 1
     for (long long row = blockIdx.x; row < rows; row += gridDim.x)
-      fwd_row<T, W, true>(x + row * cols, y + row * cols, nv, threadIdx.x, blockDim.x, cache, cache_packs, red,
-                          parity);
+      fwd_row<T, W, true, RP, !HELD>(x + row * cols, y + row * cols, nv, threadIdx.x, blockDim.x, cache, cache_packs,
+                                    red, parity);
   }
 }
 
 // ---------------------------------------------------------------- softmax backward, one row
 // gx = y * (gy - dot), dot = sum(gy * y) in A. Same register / stream / shared-cache scheme as forward
-// with kRB packs of each tensor in registers; the cache holds (gy, y) pack pairs. gx may alias gy or y
+// with RP packs of each tensor in registers; the cache holds (gy, y) pack pairs. gx may alias gy or y
 // exactly (each pack is read and written by the same thread).
 template <typename T, int W>
 __device__ __forceinline__ void dot_update(const Vec<T, W>& g, const Vec<T, W>& yv, acc_t<T>& d) {
@@ -305,13 +307,13 @@ __device__ __forceinline__ Vec<T, W> bwd_out(const Vec<T, W>& g, const Vec<T, W>
   return kk::acc_to_vec<T, W>(o);
 }
 
-template <typename T, int W, bool BLOCK>
+template <typename T, int W, bool BLOCK, int RP, bool STREAM>
 __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity) {
   using A = acc_t<T>;
-  Vec<T, W> vg[kRB], vy[kRB];
+  Vec<T, W> vg[RP], vy[RP];
 #pragma unroll
-  for (int k = 0; k < kRB; ++k) {
+  for (int k = 0; k < RP; ++k) {
     const long long p = ti + (long long)k * nt;
     if (p < nv) {
       vg[k] = load_vec<W>(gr + p * W);
@@ -320,11 +322,11 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
   }
   A d = A(0);
 #pragma unroll
-  for (int k = 0; k < kRB; ++k)
+  for (int k = 0; k < RP; ++k)
     if (ti + (long long)k * nt < nv) dot_update<T, W>(vg[k], vy[k], d);
-  const long long base = (long long)kRB * nt;
+  const long long base = (long long)RP * nt;
   const long long nq = nv - base;
-  if constexpr (BLOCK) {
+  if constexpr (BLOCK && STREAM) {
     if (nq > 0) {
       const T* gs = gr + base * W;
       const T* ys = yr + base * W;
@@ -365,11 +367,11 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
   st.f[0] = d;
   const A dot = team_allreduce<SumOp<T>, BLOCK>(st, red, parity).f[0];
 #pragma unroll
-  for (int k = 0; k < kRB; ++k) {
+  for (int k = 0; k < RP; ++k) {
     const long long p = ti + (long long)k * nt;
     if (p < nv) store_vec<W>(gxr + p * W, bwd_out<T, W>(vg[k], vy[k], dot));
   }
-  if constexpr (BLOCK) {
+  if constexpr (BLOCK && STREAM) {
     if (nq > 0) {
       const T* gs = gr + base * W;
       const T* ys = yr + base * W;
@@ -399,39 +401,48 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
   }
 }
 
-template <typename T, int W>
+template <typename T, int W, int RP, bool HELD>
 __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, long long rows, long long cols,
                                                 acc_t<T>* red) {
   extern __shared__ uint4 kk_sm_dyn[];
   const long long nv = cols / W;
   int parity = 0;
-  if (nv <= kRB * 32) {  // warp team: the whole row fits in the warp's registers (no streaming)
+  if (nv <= RP * 32) {  // warp team: the whole row fits in the warp's registers (no streaming)
     const long long nw = blockDim.x >> 5;
     const int lane = threadIdx.x & 31;
 #pragma unroll 1
     for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw) {
       const long long o = row * cols;
-      bwd_row<T, W, false>(gy + o, y + o, gx + o, nv, lane, 32, nullptr, 0, red, parity);
+      bwd_row<T, W, false, RP, true>(gy + o, y + o, gx + o, nv, lane, 32, nullptr, 0, red, parity);
     }
   } else {
+    if (HELD && nv > RP * (long long)blockDim.x) __trap();
     T* cache = reinterpret_cast<T*>(kk_sm_dyn);
     const long long cache_packs = dyn_smem_bytes() / (2 * W * sizeof(T));
 #pragma unroll 1
     for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
       const long long o = row * cols;
-      bwd_row<T, W, true>(gy + o, y + o, gx + o, nv, threadIdx.x, blockDim.x, cache, cache_packs, red, parity);
+      bwd_row<T, W, true, RP, !HELD>(gy + o, y + o, gx + o, nv, threadIdx.x, blockDim.x, cache, cache_packs, red,
+                                     parity);
     }
   }
 }
 
 // ---------------------------------------------------------------- cross-entropy forward, one row
-// Single streaming pass: (max, sum exp, sum x); then the team's thread 0 reads x[target] and writes.
+// Single streaming pass: (max, sum exp, sum x); then the team's thread 0 writes. It loads the target and
+// x[target] first, so that their latency hides behind the pass.
 template <typename T, int W, bool BLOCK>
 __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long nv, long long cols, int ti, int nt,
                                            const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                            long long ignore_index, double label_smoothing, acc_t<T>* red,
                                            int& parity) {
   using A = acc_t<T>;
+  long long t = 0;
+  A xt = A(0);
+  if (ti == 0) {
+    t = target[row];
+    if (t >= 0 && t < cols) xt = to_acc(xr[t]);
+  }
   A m = ninf<A>(), s = A(0), sx = A(0);
   long long q = ti;
 #pragma unroll 1
@@ -468,14 +479,12 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
     const A ls_m = lg(st.f[1]);  // all -inf: log(0) = -inf
     stats[2 * row] = m;
     stats[2 * row + 1] = ls_m;
-    const long long t = target[row];
     A out;
     if (t == ignore_index) {
       out = A(0);
     } else if (t < 0 || t >= cols) {
       out = qnan<A>();
     } else {
-      const A xt = to_acc(xr[t]);
       const A ls = (A)label_smoothing;
       out = ls_m - (xt - m);
       if (label_smoothing != 0.0) out = (A(1) - ls) * out + ls * (ls_m + (m - st.f[2] / (A)cols));
@@ -551,6 +560,19 @@ __device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int
   }
 }
 
+// A row's inputs to the gradient besides its logits: the target, the forward's (m, ls_m) and the scale.
+template <typename A> struct CeRow {
+  long long t;
+  A m, ls_m, sc;
+};
+
+// Loaded without depending on each other (stats and row_scale exist for every row, ignored or not).
+template <typename A>
+__device__ __forceinline__ CeRow<A> ce_row_meta(const long long* target, const A* stats, const A* row_scale,
+                                               long long scale_stride, long long row) {
+  return CeRow<A>{target[row], stats[2 * row], stats[2 * row + 1], row_scale[row * scale_stride]};
+}
+
 template <typename T, int W>
 __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, const acc_t<T>* stats,
                                            const acc_t<T>* row_scale, long long scale_stride, T* grad, long long rows,
@@ -565,14 +587,22 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
   const int ti = warp_team ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
   const int nt = warp_team ? 32 : (int)blockDim.x;
   const long long first = blockIdx.x * nw + (warp_team ? (long long)(threadIdx.x >> 5) : 0);
+  const long long stride = (long long)gridDim.x * nw;
+  if (first >= rows) return;
+  // The next row's target, stats and scale are loaded before this row's logits, so that their latency is
+  // not paid before each row's first logit load (double: no registers left for them, 24 bytes of spills).
+  constexpr bool kPrefetch = sizeof(A) == 4;
+  CeRow<A> cur = ce_row_meta(target, stats, row_scale, scale_stride, first);
 #pragma unroll 1
-  for (long long row = first; row < rows; row += (long long)gridDim.x * nw) {
-    const long long t = target[row];
-    const bool ignored = t == ignore_index;
-    const A m = ignored ? A(0) : stats[2 * row];
-    const A ls_m = ignored ? A(0) : stats[2 * row + 1];
-    const A sc = ignored ? A(0) : row_scale[row * scale_stride];
-    ce_bwd_row<T, W>(x + row * cols, grad + row * cols, nv, ti, nt, t, m, ls_m, sc, smooth, hit, ignored);
+  for (long long row = first; row < rows; row += stride) {
+    const long long nxt = row + stride < rows ? row + stride : row;
+    CeRow<A> next;
+    if constexpr (kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, nxt);
+    const bool ignored = cur.t == ignore_index;
+    ce_bwd_row<T, W>(x + row * cols, grad + row * cols, nv, ti, nt, cur.t, ignored ? A(0) : cur.m,
+                     ignored ? A(0) : cur.ls_m, ignored ? A(0) : cur.sc, smooth, hit, ignored);
+    if constexpr (!kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, nxt);
+    cur = next;
   }
 }
 
@@ -584,47 +614,55 @@ __device__ __forceinline__ void check_block() {
 
 // ================================================================= kernels
 // kk_softmax_fwd: y[r, :] = softmax(x[r, :]). y may be x (exact in place).
-// Launch: block B (multiple of 32, <= 512), 1-D grid of any size; dynamic shared memory optional.
+// Launch: block B (multiple of 32, <= MAXT), 1-D grid of any size; dynamic shared memory optional.
 //   nv = cols / VEC on the vector path (cols % VEC == 0, x, y 16-byte aligned), else cols.
-//   nv <= 128 (32 * kR): warp per row (row in registers): B = 256, grid = min(ceil(rows / 8), occ * SMs).
-//   else: block per row; up to kR = 4 packs per thread stay in registers, the next S bytes of the row in
+//   nv <= 32 * RP: warp per row (row in registers): B = 256, grid = min(ceil(rows / 8), occ * SMs).
+//   else: block per row; up to RP packs per thread stay in registers, the next S bytes of the row in
 //         dynamic shared memory (S <= max_optin_smem - static), the rest (if any) is streamed twice (L2).
 //         Smaller blocks with more of the row in shared memory are faster (fewer warps per reduction):
-//         B = clamp(row bytes / 128, 128, 256), doubled while the row does not fit 4 * B packs + S;
+//         B = clamp(row bytes / 128, 128, 256), doubled while the row does not fit RP * B packs + S;
 //         grid = rows (bench/sweep_rows.py, H200). Needs the MAX_DYNAMIC_SHARED_SIZE attribute (Kernel.launch).
+//   HELD = true: rows held whole in registers (nv <= RP * B, else the kernel traps), no shared memory and no
+//         streaming code, which leaves registers for more blocks per SM: B = roundup(ceil(nv / RP), 32),
+//         grid = rows. Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 4 with MINB 2, then
+//         RP 8 with MINB 1; float32 RP 8 with MINB 2 (92-96% of copy at 4096 and 8192 columns).
 //   occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, B, S).
-// MINB: minimum blocks per SM in __launch_bounds__ (2 caps registers at 64: float32 runs twice the
-// blocks per SM without spilling, 91-93% of copy against 70% at 4096-8192 columns; 16-bit types spill).
-template <typename T, int MINB = 1>
-__global__ void __launch_bounds__(512, MINB) kk_softmax_fwd(const T* x, T* y, long long rows, long long cols) {
+// RP: register packs per thread (default 4). MAXT, MINB:
+// __launch_bounds__(MAXT, MINB), which caps registers at 65536 / (MAXT * MINB) (float32 with (512, 2) runs twice
+// the blocks per SM without spilling, 91-93% of copy against 70% at 4096-8192 columns).
+template <typename T, int MINB = 1, int RP = 4, int MAXT = 512, bool HELD = false>
+__global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, long long rows, long long cols) {
   using A = typename kk::Acc<T>::type;
   __shared__ A red[2 * 32 * 2];
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(y)))
-    kk_sm::softmax_fwd_run<T, V>(x, y, rows, cols, red);
+    kk_sm::softmax_fwd_run<T, V, RP, HELD>(x, y, rows, cols, red);
   else
-    kk_sm::softmax_fwd_run<T, 1>(x, y, rows, cols, red);
+    kk_sm::softmax_fwd_run<T, 1, RP, HELD>(x, y, rows, cols, red);
 }
 
 // kk_softmax_bwd: gx = y * (gy - sum(gy * y)) per row. gx may be gy or y (exact in place).
-// Launch: as kk_softmax_fwd, with kRB = 2 register packs per tensor per thread:
-//   nv <= 64: warp per row (kRB * 32), B = 256, grid = min(ceil(rows / 8), occ * SMs).
-//   else:      block per row, B = clamp(roundup(ceil(nv / 4), 32), 128, 512); packs beyond 4 * B stream;
-//              dynamic shared memory S = min(max_optin_smem - 1 KB, (nv - 4 * B) * 32 bytes) caches them.
-template <typename T>
-__global__ void __launch_bounds__(512) kk_softmax_bwd(const T* gy, const T* y, T* gx, long long rows,
-                                                       long long cols) {
+// Launch: as kk_softmax_fwd, with RP register packs per tensor per thread (default 2):
+//   nv <= 32 * RP: warp per row, B = 256, grid = min(ceil(rows / 8), occ * SMs).
+//   else:          block per row, B = clamp(roundup(ceil(nv / RP), 32), 128, MAXT); packs beyond RP * B
+//                  stream; dynamic shared memory S = min(max_optin_smem - static, (nv - RP * B) * 32 bytes)
+//                  caches them; grid = 2 * occ * SMs.
+//   HELD = true: as kk_softmax_fwd's. Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 2 with
+//                  MINB 2, float32 RP 8 (102-104% of copy at 4096 and 8192 columns).
+template <typename T, int RP = 2, int MINB = 1, int MAXT = 512, bool HELD = false>
+__global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const T* y, T* gx, long long rows,
+                                                              long long cols) {
   using A = typename kk::Acc<T>::type;
   __shared__ A red[2 * 32 * 1];
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(y) | kk::addr(gx)))
-    kk_sm::softmax_bwd_run<T, V>(gy, y, gx, rows, cols, red);
+    kk_sm::softmax_bwd_run<T, V, RP, HELD>(gy, y, gx, rows, cols, red);
   else
-    kk_sm::softmax_bwd_run<T, 1>(gy, y, gx, rows, cols, red);
+    kk_sm::softmax_bwd_run<T, 1, RP, HELD>(gy, y, gx, rows, cols, red);
 }
 
 // kk_cross_entropy_fwd: stats[r] = (m, ls_m) with logsumexp(logits[r, :]) = m + ls_m (A): m the row max (0

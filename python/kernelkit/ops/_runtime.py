@@ -113,3 +113,10 @@ def strided_arg(shape: Sequence[int], tensors: Sequence[torch.Tensor]) -> bytes:
         else:
             strides += [0] * MAX_DIMS
     return _STRIDED.pack(*sizes, *strides, nd)
+
+
+def vector_path(cols: int, dtype: torch.dtype, tensors: Sequence) -> bool:
+    """Whether a row kernel takes its 16-byte path: the width a multiple of VEC and every pointer aligned.
+    The host must not assume it when the kernel will not: a row held whole on the vector path does not
+    fit the scalar path's registers (those kernels trap then)."""
+    return cols % VEC[dtype] == 0 and not any(t.data_ptr() % 16 for t in tensors if isinstance(t, torch.Tensor))

@@ -27,6 +27,7 @@ from kernelkit.ops._runtime import (
     kernel,
     pow2ceil,
     resident_blocks,
+    vector_path,
 )
 
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
@@ -55,13 +56,6 @@ _FWD_PACKS = {torch.float32: 8, torch.float64: 4, torch.float16: 4, torch.bfloat
 _FWD_FIT = {("kk_layer_norm_fwd", torch.float32): (4, 1)}
 # Backward packs per tensor (kNpBwd); rows beyond 512 threads' worth stream their tail in-kernel.
 _BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
-
-
-def _vector_path(cols: int, dtype: torch.dtype, tensors: tuple) -> bool:
-    """Whether the kernel takes its 16-byte path: the width a multiple of VEC and every pointer aligned.
-    The host must not assume it when the kernel will not: a row held whole on the vector path does not
-    fit the scalar path's registers (the TAIL = false kernels trap then)."""
-    return cols % VEC[dtype] == 0 and not any(t.data_ptr() % 16 for t in tensors if isinstance(t, torch.Tensor))
 
 
 def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[int, int, bool]:
@@ -131,7 +125,7 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
     rows = x.numel() // cols if cols else 0
     if rows == 0:
         return
-    vec = _vector_path(cols, x.dtype, args)
+    vec = vector_path(cols, x.dtype, args)
     shape = _forward_shape(name, x.dtype, cols, x.get_device(), vec)
     shape.launch(min(cdiv(rows, shape.per_block), shape.cap), (*args, rows, cols, eps))
 
@@ -170,7 +164,7 @@ def _launch_backward(
         for g in grads:
             g.zero_()
         return
-    vec = _vector_path(cols, x.dtype, (*head, gx))
+    vec = vector_path(cols, x.dtype, (*head, gx))
     shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
     chunks = min(cdiv(rows, shape.per_block), shape.cap)
     rows_per_chunk = cdiv(rows, chunks)

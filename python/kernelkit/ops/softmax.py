@@ -10,16 +10,37 @@ import torch
 
 from kernelkit import _native
 from kernelkit.library import Out, TensorSpec, like, op
-from kernelkit.ops._runtime import CTYPE, FLOATS, VEC, acc_dtype, cdiv, check_stats, kernel, resident_blocks, smem_optin
+from kernelkit.ops._runtime import (
+    CTYPE,
+    FLOATS,
+    VEC,
+    acc_dtype,
+    cdiv,
+    check_stats,
+    kernel,
+    resident_blocks,
+    smem_optin,
+    vector_path,
+)
 
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
 
 # ---------------------------------------------------------------- CUDA launch shapes (kernels/softmax.cu)
-# A short row is one warp's (8 rows per 256-thread block); a long row is one block's, which keeps
-# `packs` 16-byte packs per thread (per tensor) in registers and caches the rest of the row in shared
-# memory, up to the device's limit, so the second pass over it does not go back to L2 or DRAM.
-# Forward: small blocks (fewer warps per row reduction), one block per row, float32 compiled for two
-# blocks per SM (MINB); measured with bench/sweep_rows.py on an H200: 68-78% -> 73-93% of copy.
+# A short row is one warp's (8 rows per 256-thread block); a long row is one block's. Rows that fit the
+# registers of one block are held there whole (the kernels' HELD instantiations: no streaming code, so
+# fewer registers and more blocks per SM), one block per row. Per (kernel, element size): the (register
+# packs per thread, minimum blocks per SM) to try in order, the first whose 512-thread block holds the row
+# (bench/sweep_llm.py on an H200, 4096 and 8192 columns: bf16 forward 68-78 -> 92% of copy, backward 80 ->
+# 102%, float32 forward 86-92 -> 96%, backward 65 -> 103%).
+_HELD = {
+    ("kk_softmax_fwd", 2): ((4, 2), (8, 1)),
+    ("kk_softmax_fwd", 4): ((8, 2),),
+    ("kk_softmax_bwd", 2): ((2, 2),),
+    ("kk_softmax_bwd", 4): ((8, 1),),
+}
+# Longer rows keep `packs` packs per thread in registers and cache the rest of the row in shared memory, up
+# to the device's limit, so the second pass over it does not go back to L2 or DRAM. Forward: small blocks
+# (fewer warps per row reduction), float32 compiled for two blocks per SM (MINB) (bench/sweep_rows.py).
 
 
 def _row_cache(k, dev: int, block: int, nv: int, packs: int, tensors: int, pack_bytes: int) -> int:
@@ -32,19 +53,26 @@ def _row_cache(k, dev: int, block: int, nv: int, packs: int, tensors: int, pack_
 
 
 @functools.cache
-def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
-    """(kernel, block, rows per block, grid cap, dynamic shared memory)."""
-    vec = VEC[dtype] if cols % VEC[dtype] == 0 else 1
+def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: bool):
+    """(kernel, block, rows per block, grid cap, dynamic shared memory). ``vector``: the kernel takes its 16-byte
+    path (vector_path)."""
+    vec = VEC[dtype] if vector else 1
     pack_bytes = vec * (16 // VEC[dtype])  # 16 bytes on the vector path, one element otherwise
     nv = cols // vec
+    ct = CTYPE[dtype]
+    for packs, minb in _HELD.get((name, dtype.itemsize), ()):
+        if packs * 32 < nv <= packs * 512:
+            args = f"{minb}, {packs}" if name == "kk_softmax_fwd" else f"{packs}, {minb}"
+            k = kernel("softmax", f"{name}<{ct}, {args}, 512, true>")
+            return k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62, 0
     if name == "kk_softmax_bwd":
-        k = kernel("softmax", f"{name}<{CTYPE[dtype]}>")
+        k = kernel("softmax", f"{name}<{ct}>")
         if nv <= 2 * 32:
             return k, 256, 8, resident_blocks(k, 256, dev), 0
         block = min(max(cdiv(cdiv(nv, 2), 32) * 32, 128), 512)
         smem = _row_cache(k, dev, block, nv, 2, 2, pack_bytes)
         return k, block, 1, 2 * resident_blocks(k, block, dev, smem), smem
-    k = kernel("softmax", f"{name}<{CTYPE[dtype]}, {2 if dtype == torch.float32 else 1}>")
+    k = kernel("softmax", f"{name}<{ct}, {2 if dtype == torch.float32 else 1}>")
     if nv <= 4 * 32:
         return k, 256, 8, resident_blocks(k, 256, dev), 0
     block = min(max(cols * dtype.itemsize // 128, 128), 256)
@@ -60,7 +88,8 @@ def _launch_softmax(name: str, x: torch.Tensor, args: tuple) -> None:
     rows = x.numel() // cols if cols else 0
     if rows == 0:
         return
-    k, block, per_block, cap, smem = _softmax_shape(name, x.dtype, cols, x.get_device())
+    vector = vector_path(cols, x.dtype, args)
+    k, block, per_block, cap, smem = _softmax_shape(name, x.dtype, cols, x.get_device(), vector)
     k.launch(min(cdiv(rows, per_block), cap), block, (*args, rows, cols), smem)
 
 

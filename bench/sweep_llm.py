@@ -1,0 +1,250 @@
+# ruff: noqa: B023, E731  (each lambda is timed before the loop moves on)
+"""Launch-shape sweep for the issue-5 kernels that trail torch.compile or Liger at (32768, 4096) and
+(32768, 8192): softmax forward and backward (register packs per thread, launch bounds, block, grid),
+swiglu (packs per thread, block, grid) and rope (items per thread, grid), next to torch.compile and
+Liger-Kernel, and the shipped cross-entropy backward.
+
+Each variant runs through the shipped op with its launch-shape function swapped for the variant's,
+so the op's checks and argument handling stay the same; its output is checked against the shipped
+op's before it is timed (CUDA-event medians). Writes JSON with --out.
+"""
+
+import argparse
+import importlib
+import json
+
+import torch
+import torch.nn.functional as F
+
+from kernelkit.bench import _gpu_median_ms, _liger_functions, _rope_reference, copy_bandwidth
+from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel, smem_optin
+
+# the modules (kernelkit.ops exports functions of the same names)
+activations = importlib.import_module("kernelkit.ops.activations")
+softmax = importlib.import_module("kernelkit.ops.softmax")
+
+SIZES = ((32768, 4096), (32768, 8192))
+
+
+def median_us(fn, reps=30):
+    return _gpu_median_ms([fn], reps=reps, warmup=3) * 1e3
+
+
+def close(a, b):
+    return torch.allclose(a.float(), b.float(), rtol=2e-2, atol=2e-3)
+
+
+class Swapped:
+    """Module attributes replaced for the duration of a `with` block."""
+
+    def __init__(self, module, **attrs):
+        self.module, self.attrs = module, attrs
+
+    def __enter__(self):
+        self.saved = {k: getattr(self.module, k) for k in self.attrs}
+        for k, v in self.attrs.items():
+            setattr(self.module, k, v)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            setattr(self.module, k, v)
+
+
+def run_variants(case, nbytes, shipped, variants, check, results, copy, extra=()):
+    """variants: (label, context manager factory); check(out) compares with the shipped output."""
+    ref = shipped()
+    ref = [t.clone() for t in (ref if isinstance(ref, (tuple, list)) else (ref,))]
+    out = [("shipped", median_us(shipped))]
+    for label, ctx in variants:
+        try:
+            with ctx():
+                got = shipped()
+                got = got if isinstance(got, (tuple, list)) else (got,)
+                ok = all(check(g, r) for g, r in zip(got, ref))
+                us = median_us(shipped)
+            out.append((label + ("" if ok else " WRONG"), us))
+        except Exception as ex:
+            out.append((f"{label} FAILED {type(ex).__name__}: {str(ex)[:80]}", float("nan")))
+    # The references last: Liger's rope rotates q and k in place.
+    for label, fn in extra:
+        try:
+            out.append((label, median_us(fn)))
+        except Exception as ex:  # a reference that fails here is reported, not fatal
+            print(f"    {label} failed: {type(ex).__name__}: {str(ex)[:120]}")
+    print(f"{case}  (copy {copy:.0f} GB/s)", flush=True)
+    for label, us in out:
+        pct = 100 * nbytes / (us * 1e-6) / 1e9 / copy
+        print(f"    {label:62s} {us:8.1f} us  {pct:5.1f}%")
+        results.append({"case": case, "variant": label, "us": us, "pct_copy": pct})
+
+
+def softmax_shape(name, rp, maxt, minb, held=False):
+    """A _softmax_shape for kernel <rp, minb, maxt, held>: blocks of ceil(nv / rp) threads (rounded to warps,
+    <= maxt) one row each (a one-pass grid), the rest of the row in shared memory (held: none, the row
+    fits the registers)."""
+
+    def shape(_name, dtype, cols, dev, _vector=True):
+        vec = VEC[dtype] if cols % VEC[dtype] == 0 else 1
+        nv = cols // vec
+        pack_bytes = 16 if vec > 1 else dtype.itemsize
+        h = str(held).lower()
+        if name == "kk_softmax_fwd":
+            expr, tensors = f"kk_softmax_fwd<{CTYPE[dtype]}, {minb}, {rp}, {maxt}, {h}>", 1
+        else:
+            expr, tensors = f"kk_softmax_bwd<{CTYPE[dtype]}, {rp}, {minb}, {maxt}, {h}>", 2
+        k = kernel("softmax", expr)
+        block = min(max(cdiv(cdiv(nv, rp), 32) * 32, 32), maxt)
+        smem = softmax._row_cache(k, dev, block, nv, rp, tensors, pack_bytes) if nv > rp * block else 0
+        return k, block, 1, 1 << 62, smem
+
+    return shape
+
+
+# (register packs, launch bounds (max threads, min blocks), rows held whole) per kernel and dtype; a
+# handful, as every variant is an NVRTC compile of softmax.cu (about 8 s each on the GPU machine).
+SOFTMAX_VARIANTS = {
+    ("kk_softmax_fwd", 2): [(4, 512, 2, True), (8, 512, 1, True), (4, 512, 1, True)],
+    ("kk_softmax_fwd", 4): [(4, 512, 2, True), (8, 512, 2, True), (8, 512, 1, False)],
+    ("kk_softmax_bwd", 2): [(2, 512, 1, True), (2, 512, 2, True)],
+    ("kk_softmax_bwd", 4): [(4, 512, 2, True), (8, 512, 1, True), (8, 512, 1, False)],
+}
+
+
+def sweep_softmax(size, dtype, copy, results, liger):
+    x = torch.randn(*size, device="cuda", dtype=dtype)
+    x[:, :7] = float("-inf")  # masked positions
+    g = torch.randn_like(x)
+    y = softmax.softmax(x)
+    for name in ("kk_softmax_fwd", "kk_softmax_bwd"):
+        if name == "kk_softmax_fwd":
+            shipped = lambda: softmax.softmax(x)
+            cf = torch.compile(lambda t: torch.softmax(t, -1))
+            extra = [("torch.compile", lambda: cf(x))]
+            if "softmax" in liger:
+                extra.append(("liger", lambda: liger["softmax"](x)))
+            nbytes = 2 * x.nbytes
+        else:
+            shipped = lambda: softmax.softmax_backward(g, y)
+            cb = torch.compile(lambda g, y: y * (g - (g * y).sum(-1, keepdim=True)))
+            extra = [("torch.compile (y*(g-sum(g*y)))", lambda: cb(g, y))]
+            nbytes = 3 * x.nbytes
+        variants = []
+        for v in SOFTMAX_VARIANTS[name, dtype.itemsize]:
+            label = f"RP {v[0]} bounds ({v[1]}, {v[2]})" + (" held" if v[3] else "")
+            variants.append((label, lambda v=v: Swapped(softmax, _softmax_shape=softmax_shape(name, *v))))
+        case = f"{name} {str(dtype)[6:]} {size[0]}x{size[1]}"
+        run_variants(case, nbytes, shipped, variants, close, results, copy, extra)
+
+
+def sweep_swiglu(size, dtype, copy, results, liger):
+    gate = torch.randn(*size, device="cuda", dtype=dtype)
+    up = torch.randn_like(gate)
+    gr = torch.randn_like(gate)
+    for bwd in (False, True):
+        name = "kk_swiglu_bwd" if bwd else "kk_swiglu_fwd"
+        if bwd:
+            shipped = lambda: activations.swiglu_backward(gr, gate, up)
+            ref = lambda gr, a, b: (gr * b * torch.sigmoid(a) * (1 + a * (1 - torch.sigmoid(a))), gr * F.silu(a))
+            cf = torch.compile(ref)
+            extra = [("torch.compile", lambda: cf(gr, gate, up))]
+            nbytes = 5 * gate.nbytes
+        else:
+            shipped = lambda: activations.swiglu(gate, up)
+            cf = torch.compile(lambda a, b: F.silu(a) * b)
+            extra = [("torch.compile", lambda: cf(gate, up))]
+            if "swiglu" in liger:
+                extra.append(("liger", lambda: liger["swiglu"](gate, up)))
+            nbytes = 3 * gate.nbytes
+        variants = []
+        for u in (1, 2, 4):
+            for block in (128, 256, 512):
+                packs = lambda _name, _dtype, u=u: u
+                ctx = lambda packs=packs, block=block: Swapped(activations, _swiglu_packs=packs, _SWIGLU_BLOCK=block)
+                variants.append((f"U {u} block {block}", ctx))
+        case = f"{name} {str(dtype)[6:]} {size[0]}x{size[1]}"
+        run_variants(case, nbytes, shipped, variants, close, results, copy, extra)
+
+
+def sweep_rope(size, dtype, copy, results, liger):
+    tokens, hidden = size
+    d, seq = 128, 4096
+    batch, heads = tokens // seq, hidden // d
+    q = torch.randn(batch, seq, heads, d, device="cuda", dtype=dtype).transpose(1, 2)
+    k = torch.randn(batch, seq, heads, d, device="cuda", dtype=dtype).transpose(1, 2)
+    inv = 10000.0 ** (-torch.arange(0, d, 2, device="cuda", dtype=torch.float32) / d)
+    emb = torch.arange(seq, device="cuda", dtype=torch.float32)[:, None] * inv
+    emb = torch.cat((emb, emb), -1).expand(batch, seq, d)
+    cos, sin = emb.cos().to(dtype).contiguous(), emb.sin().to(dtype).contiguous()
+    for bwd in (False, True):
+        name = f"kk_rope<{int(bwd)}>"
+        shipped = lambda: activations._rope(q, k, cos, sin, bwd)
+        cf = torch.compile(_rope_reference)
+        extra = [] if bwd else [("torch.compile", lambda: cf(q, k, cos, sin))]
+        if "rope" in liger and not bwd:
+            extra.append(("liger", lambda: liger["rope"](q, k, cos, sin)))
+        nbytes = 4 * q.nbytes
+        variants = []
+        for items in (2, 4, 8):
+            for block in (64, 128):
+                ctx = lambda items=items, block=block: Swapped(activations, _ROPE_ITEMS=items, _ROPE_BLOCK=block)
+                variants.append((f"items {items} block {block}", ctx))
+        case = f"{name} {str(dtype)[6:]} {size[0]}x{size[1]}"
+        run_variants(case, nbytes, shipped, variants, close, results, copy, extra)
+
+
+def sweep_ce(size, dtype, copy, results, liger):
+    logits = torch.randn(*size, device="cuda", dtype=dtype)
+    target = torch.randint(0, size[1], (size[0],), device="cuda")
+    loss, stats = softmax._cross_entropy(logits, target, -100, 0.0)
+    scale = torch.full((1,), 1.0 / size[0], device="cuda")
+    shipped_f = lambda: softmax._cross_entropy(logits, target, -100, 0.0)
+    shipped_b = lambda: softmax.cross_entropy_backward(logits, target, stats, scale, -100, 0.0)
+    cf = torch.compile(lambda x, t: F.cross_entropy(x.float(), t))
+    run_variants(
+        f"cross_entropy fwd {str(dtype)[6:]} {size[0]}x{size[1]}",
+        logits.nbytes,
+        shipped_f,
+        [],
+        close,
+        results,
+        copy,
+        [("torch.compile (loss)", lambda: cf(logits, target))],
+    )
+    run_variants(
+        f"cross_entropy bwd {str(dtype)[6:]} {size[0]}x{size[1]}",
+        2 * logits.nbytes,
+        shipped_b,
+        [],
+        close,
+        results,
+        copy,
+    )
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--only", nargs="*", default=["softmax", "swiglu", "rope", "ce"])
+    ap.add_argument("--sizes", nargs="*", default=[f"{r}x{c}" for r, c in SIZES])
+    a = ap.parse_args()
+    copy = copy_bandwidth()
+    liger = _liger_functions()
+    print(f"copy {copy:.0f} GB/s, smem opt-in {smem_optin(0)} B, liger: {sorted(liger)}", flush=True)
+    results = []
+    jobs = {"softmax": sweep_softmax, "swiglu": sweep_swiglu, "rope": sweep_rope, "ce": sweep_ce}
+    for s in a.sizes:
+        size = tuple(int(v) for v in s.split("x"))
+        for dtype in (torch.bfloat16, torch.float32):
+            for name in a.only:
+                try:
+                    jobs[name](size, dtype, copy, results, liger)
+                except Exception as ex:
+                    print(f"FAILED {name} {dtype} {size}: {type(ex).__name__}: {str(ex)[:300]}", flush=True)
+                torch.cuda.empty_cache()
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"copy_gbps": copy, "env": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
