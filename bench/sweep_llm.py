@@ -16,11 +16,12 @@ import json
 import torch
 import torch.nn.functional as F
 
-from kernelkit.bench import _gpu_median_ms, _liger_functions, _rope_reference, copy_bandwidth
+from kernelkit.bench import _gpu_median_ms, _liger_functions, _rms_norm_reference, _rope_reference, copy_bandwidth
 from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel, smem_optin
 
 # the modules (kernelkit.ops exports functions of the same names)
 activations = importlib.import_module("kernelkit.ops.activations")
+norms = importlib.import_module("kernelkit.ops.norms")
 softmax = importlib.import_module("kernelkit.ops.softmax")
 
 SIZES = ((32768, 4096), (32768, 8192))
@@ -192,6 +193,47 @@ def sweep_rope(size, dtype, copy, results, liger):
         run_variants(case, nbytes, shipped, variants, close, results, copy, extra)
 
 
+class NormFit(Swapped):
+    """norms._FWD_FIT for one (kernel, dtype): (register packs per thread, minimum blocks per SM)."""
+
+    def __init__(self, name, dtype, packs, minb):
+        super().__init__(norms, _FWD_FIT={(name, dtype): (1 << 62, packs, minb)})
+
+    def __enter__(self):
+        super().__enter__()
+        norms._forward_shape.cache_clear()
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        norms._forward_shape.cache_clear()
+
+
+def sweep_norm_fwd(size, dtype, copy, results, liger):
+    x = torch.randn(*size, device="cuda", dtype=dtype)
+    w = torch.randn(size[1], device="cuda", dtype=dtype)
+    b = torch.randn(size[1], device="cuda", dtype=dtype)
+    cases = {
+        "kk_rms_norm_fwd": (lambda: norms._rms_norm(x, w, 1e-6)[0], "rms_norm", (x, w), _rms_norm_reference),
+        "kk_layer_norm_fwd": (
+            lambda: norms._layer_norm(x, w, b, 1e-5)[0],
+            "layer_norm",
+            (x, w, b),
+            lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
+        ),
+    }
+    for name, (shipped, op, args, ref) in cases.items():
+        cref = torch.compile(ref)
+        extra = [("torch.compile", lambda: cref(*args))]
+        if op in liger:
+            extra.append(("liger", lambda: liger[op](*args)))
+        variants = [
+            (f"packs {p} min blocks {m}", lambda p=p, m=m: NormFit(name, dtype, p, m))
+            for p, m in ((4, 1), (4, 2), (8, 1), (8, 2))
+        ]
+        case = f"{name} {str(dtype)[6:]} {size[0]}x{size[1]}"
+        run_variants(case, 2 * x.nbytes, shipped, variants, close, results, copy, extra)
+
+
 def sweep_ce(size, dtype, copy, results, liger):
     logits = torch.randn(*size, device="cuda", dtype=dtype)
     target = torch.randint(0, size[1], (size[0],), device="cuda")
@@ -224,17 +266,24 @@ def sweep_ce(size, dtype, copy, results, liger):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
-    ap.add_argument("--only", nargs="*", default=["softmax", "swiglu", "rope", "ce"])
+    ap.add_argument("--only", nargs="*", default=["softmax", "swiglu", "rope", "ce", "norm_fwd"])
+    ap.add_argument("--dtypes", nargs="*", default=["bfloat16", "float32"])
     ap.add_argument("--sizes", nargs="*", default=[f"{r}x{c}" for r, c in SIZES])
     a = ap.parse_args()
     copy = copy_bandwidth()
     liger = _liger_functions()
     print(f"copy {copy:.0f} GB/s, smem opt-in {smem_optin(0)} B, liger: {sorted(liger)}", flush=True)
     results = []
-    jobs = {"softmax": sweep_softmax, "swiglu": sweep_swiglu, "rope": sweep_rope, "ce": sweep_ce}
+    jobs = {
+        "softmax": sweep_softmax,
+        "swiglu": sweep_swiglu,
+        "rope": sweep_rope,
+        "ce": sweep_ce,
+        "norm_fwd": sweep_norm_fwd,
+    }
     for s in a.sizes:
         size = tuple(int(v) for v in s.split("x"))
-        for dtype in (torch.bfloat16, torch.float32):
+        for dtype in (getattr(torch, d) for d in a.dtypes):
             for name in a.only:
                 try:
                     jobs[name](size, dtype, copy, results, liger)

@@ -51,9 +51,12 @@ _STAT = Out(shape=_rows, dtype=_stat)
 # per row with more packs each is faster: the row's reduction crosses fewer warps (bench/sweep_rows.py).
 # Forward packs per thread (kNpFwd), and the kernel template suffix for rows held whole in registers
 # (NP, minimum blocks per SM in __launch_bounds__): 2 blocks cap registers at 64, which every forward
-# kernel fits without spills but LayerNorm in float32 (4 packs, 1 block: 97% of copy at 8192 columns).
+# kernel fits without spills but LayerNorm in float32 (8 bytes).
 _FWD_PACKS = {torch.float32: 8, torch.float64: 4, torch.float16: 4, torch.bfloat16: 4}
-_FWD_FIT = {("kk_layer_norm_fwd", torch.float32): (4, 1)}
+# (kernel, dtype) -> (up to this many columns, packs, minimum blocks) where another fit is faster: float32
+# LayerNorm rows of up to 4096 columns in 4 packs at 1 block (bench/sweep_llm.py, H200: 8 packs at 2 blocks
+# take 2% longer there but 8% less at 8192 columns, 8 bytes of spills included).
+_FWD_FIT = {("kk_layer_norm_fwd", torch.float32): (4096, 4, 1)}
 # Backward packs per tensor (kNpBwd); rows beyond 512 threads' worth stream their tail in-kernel.
 _BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
 
@@ -102,7 +105,9 @@ def _split_shape(expr: str, packs: int, dtype: torch.dtype, cols: int, dev: int)
 @functools.cache
 def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool) -> _Shape:
     """The launch of a forward kernel for rows of ``cols``."""
-    packs, minb = _FWD_FIT.get((name, dtype), (_FWD_PACKS[dtype], 2))
+    upto, packs, minb = _FWD_FIT.get((name, dtype), (0, 0, 0))
+    if cols > upto:
+        packs, minb = _FWD_PACKS[dtype], 2
     r, y, tail = _row_block(packs, dtype, cols, vec)
     if tail:
         # Rows too long for one block's registers: split over a cluster (without the tail code every
