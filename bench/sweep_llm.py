@@ -234,6 +234,41 @@ def sweep_norm_fwd(size, dtype, copy, results, liger):
         run_variants(case, 2 * x.nbytes, shipped, variants, close, results, copy, extra)
 
 
+def sweep_norm_stream(size, dtype, copy, results, liger):
+    """Norm forwards that stream the row instead of holding it (the TAIL kernels with 1-2 register packs):
+    the row is read twice, the second time from L2, as torch.compile's looped reductions do
+    (`bench/results/h200-2026-11-22-s7/inductor-norms.txt`), which leaves registers for more rows per SM."""
+    rows, cols = size
+    x = torch.randn(rows, cols, device="cuda", dtype=dtype)
+    w = torch.randn(cols, device="cuda", dtype=dtype)
+    b = torch.randn(cols, device="cuda", dtype=dtype)
+    y = torch.empty_like(x)
+    st, st2 = (torch.empty(rows, device="cuda", dtype=torch.float32) for _ in range(2))
+    cases = {
+        "kk_rms_norm_fwd": (lambda: norms._rms_norm(x, w, 1e-6)[0], (x, w, y, st), 1e-6),
+        "kk_layer_norm_fwd": (lambda: norms._layer_norm(x, w, b, 1e-5)[0], (x, w, b, y, st2, st), 1e-5),
+    }
+    for name, (shipped, args, eps) in cases.items():
+        ref = shipped().clone()
+        out = [("shipped", median_us(shipped))]
+        for packs in (1, 2):
+            k = kernel("norms", f"{name}<{CTYPE[dtype]}, true, {packs}, 1>")
+            for r in (128, 256, 512):
+                wave = max(1, k.occupancy(r, 0, 0)) * torch.cuda.get_device_properties(0).multi_processor_count
+                for label, grid in (("1 wave", wave), ("2 waves", 2 * wave), ("4 waves", 4 * wave), ("rows", rows)):
+                    go = lambda: k.launch(min(grid, rows), (r, 1), (*args, rows, cols, eps))
+                    y.fill_(float("nan"))
+                    go()
+                    ok = close(y, ref)
+                    tag = f"stream packs {packs} R {r} grid {label} ({min(grid, rows)})"
+                    out.append((tag + ("" if ok else " WRONG"), median_us(go)))
+        print(f"{name} stream {str(dtype)[6:]} {rows}x{cols}  (copy {copy:.0f} GB/s)", flush=True)
+        for label, us in out:
+            pct = 100 * 2 * x.nbytes / (us * 1e-6) / 1e9 / copy
+            print(f"    {label:62s} {us:8.1f} us  {pct:5.1f}%")
+            results.append({"case": f"{name} stream {str(dtype)[6:]} {rows}x{cols}", "variant": label, "us": us})
+
+
 def sweep_ce(size, dtype, copy, results, liger):
     logits = torch.randn(*size, device="cuda", dtype=dtype)
     target = torch.randint(0, size[1], (size[0],), device="cuda")
@@ -266,7 +301,7 @@ def sweep_ce(size, dtype, copy, results, liger):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
-    ap.add_argument("--only", nargs="*", default=["softmax", "swiglu", "rope", "ce", "norm_fwd"])
+    ap.add_argument("--only", nargs="*", default=["softmax", "swiglu", "rope", "ce", "norm_fwd", "norm_stream"])
     ap.add_argument("--dtypes", nargs="*", default=["bfloat16", "float32"])
     ap.add_argument("--sizes", nargs="*", default=[f"{r}x{c}" for r, c in SIZES])
     a = ap.parse_args()
@@ -280,6 +315,7 @@ def main():
         "rope": sweep_rope,
         "ce": sweep_ce,
         "norm_fwd": sweep_norm_fwd,
+        "norm_stream": sweep_norm_stream,
     }
     for s in a.sizes:
         size = tuple(int(v) for v in s.split("x"))
