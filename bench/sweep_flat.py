@@ -9,11 +9,11 @@ medians, inputs far larger than L2). Writes JSON with --out.
 
 import argparse
 import importlib
-import json
 import re
 
 import torch
 import torch.nn.functional as F
+from sweep_common import guarded, write_results
 
 import kernelkit
 from kernelkit import _native
@@ -194,14 +194,9 @@ def main():
         if "ew" in a.only and dtype != torch.float16:
             jobs += [lambda op=op: sweep_elementwise(op, dtype, copy, results) for op in ("add", "muladd")]
         for job in jobs:
-            try:
-                job()
-            except Exception as ex:
-                print(f"FAILED {type(ex).__name__}: {str(ex)[:300]}", flush=True)
-            torch.cuda.empty_cache()
+            guarded(str(dtype), job)
     if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"copy_gbps": copy, "env": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+        write_results(a.out, copy, results)
 
 
 if __name__ == "__main__":

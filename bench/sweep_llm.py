@@ -11,10 +11,10 @@ op's before it is timed (CUDA-event medians). Writes JSON with --out.
 
 import argparse
 import importlib
-import json
 
 import torch
 import torch.nn.functional as F
+from sweep_common import guarded, write_results
 
 from kernelkit.bench import _gpu_median_ms, _liger_functions, _rms_norm_reference, _rope_reference, copy_bandwidth
 from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel, smem_optin
@@ -159,8 +159,13 @@ def sweep_swiglu(size, dtype, copy, results, liger):
         variants = []
         for u in (1, 2, 4):
             for block in (128, 256, 512):
-                packs = lambda _name, _dtype, u=u: u
-                ctx = lambda packs=packs, block=block: Swapped(activations, _swiglu_packs=packs, _SWIGLU_BLOCK=block)
+                # an _swiglu_shape for U packs per thread in blocks of `block`
+                shape = lambda name, dt, u=u, block=block: (
+                    kernel("activations", f"{name}<{CTYPE[dt]}, {u}>"),
+                    block,
+                    block * VEC[dt] * u,
+                )
+                ctx = lambda shape=shape: Swapped(activations, _swiglu_shape=shape)
                 variants.append((f"U {u} block {block}", ctx))
         case = f"{name} {str(dtype)[6:]} {size[0]}x{size[1]}"
         run_variants(case, nbytes, shipped, variants, close, results, copy, extra)
@@ -187,8 +192,15 @@ def sweep_rope(size, dtype, copy, results, liger):
         variants = []
         for items in (2, 4, 8):
             for block in (64, 128):
-                ctx = lambda items=items, block=block: Swapped(activations, _ROPE_ITEMS=items, _ROPE_BLOCK=block)
-                variants.append((f"items {items} block {block}", ctx))
+                # an _rope_shape for `items` items per thread in blocks of `block`
+                shape = lambda dt, backward, items=items, block=block: (
+                    kernel("activations", f"kk_rope<{CTYPE[dt]}, {int(backward)}, {items}>"),
+                    block,
+                    block * items,
+                )
+                variants.append(
+                    (f"items {items} block {block}", lambda shape=shape: Swapped(activations, _rope_shape=shape))
+                )
         case = f"{name} {str(dtype)[6:]} {size[0]}x{size[1]}"
         run_variants(case, nbytes, shipped, variants, close, results, copy, extra)
 
@@ -321,14 +333,9 @@ def main():
         size = tuple(int(v) for v in s.split("x"))
         for dtype in (getattr(torch, d) for d in a.dtypes):
             for name in a.only:
-                try:
-                    jobs[name](size, dtype, copy, results, liger)
-                except Exception as ex:
-                    print(f"FAILED {name} {dtype} {size}: {type(ex).__name__}: {str(ex)[:300]}", flush=True)
-                torch.cuda.empty_cache()
+                guarded(f"{name} {dtype} {size}", lambda: jobs[name](size, dtype, copy, results, liger))
     if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"copy_gbps": copy, "env": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+        write_results(a.out, copy, results)
 
 
 if __name__ == "__main__":

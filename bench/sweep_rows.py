@@ -9,10 +9,10 @@ inputs (>= 128 MB) do not fit in L2. Writes JSON with --out.
 
 import argparse
 import importlib
-import json
 import re
 
 import torch
+from sweep_common import guarded, write_results
 
 import kernelkit
 from kernelkit import _native
@@ -240,14 +240,9 @@ def main():
             if "ce" in a.only:
                 jobs += [(sweep_ce, n) for n in ("kk_cross_entropy_fwd", "kk_cross_entropy_bwd")]
             for fn, n in jobs:
-                try:
-                    fn(n, dtype, rows, cols, results)
-                except Exception as ex:
-                    print(f"{n} {dtype} {rows}x{cols}: FAILED {type(ex).__name__}: {str(ex)[:200]}", flush=True)
-                torch.cuda.empty_cache()
+                guarded(f"{n} {dtype} {rows}x{cols}", lambda: fn(n, dtype, rows, cols, results))
     if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"copy_gbps": COPY[0], "env": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+        write_results(a.out, COPY[0], results)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ output is checked against the shipped op's; CUDA-event medians. Writes JSON with
 """
 
 import argparse
-import json
 
 import torch
+from sweep_common import write_results
 
 from kernelkit.bench import _gpu_median_ms, copy_bandwidth
 from kernelkit.ops import norms
@@ -114,7 +114,7 @@ def main():
         for name in ("kk_rms_norm_bwd", "kk_layer_norm_bwd"):
             backward(name, dtype, results)
     if args.out:
-        json.dump({"copy_gbps": copy_bandwidth(), "results": results}, open(args.out, "w"), indent=1)
+        write_results(args.out, copy_bandwidth(), results)
 
 
 if __name__ == "__main__":

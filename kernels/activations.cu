@@ -193,7 +193,7 @@ template <typename I> __device__ __forceinline__ I rope_div(I a, I b) {
 // 16-bit types' second item in flight).
 template <int N, int BWD, int W, bool HI, typename I, typename T>
 __device__ __forceinline__ void rope_items(const T* q, const T* k, const T* cs, const T* sn, T* oq, T* ok,
-                                           I i0, I bd, int n, const RopeGeom& g, const RopeStrides& st) {
+                                           I i0, I bd, const RopeGeom& g, const RopeStrides& st) {
   using A = acc_t<T>;
   // N items in flight: their x loads are issued first; cos/sin (L1/L2-resident, shared by all heads) are
   // loaded per item, which keeps 16-bit types within 64 registers.
@@ -202,46 +202,42 @@ __device__ __forceinline__ void rope_items(const T* q, const T* k, const T* cs, 
   I co[N];
 #pragma unroll
   for (int u = 0; u < N; ++u) {
-    if (u < n) {
-      const I i = i0 + u * bd;
-      const I row = rope_div(i, (I)g.hv);
-      const I n1 = (I)(HI ? g.heads : g.seq), n2 = (I)(HI ? g.seq : g.heads);
-      const I t = rope_div(row, n1);
-      const I b = rope_div(t, n2);
-      const I jp = i - row * (I)g.hv, inner = row - t * n1, mid = t - b * n2;
-      const I hh = HI ? inner : mid, s = HI ? mid : inner;
-      const bool isk = hh >= (I)g.q_heads;
-      const I h = isk ? hh - (I)g.q_heads : hh;
-      const I d = jp * W;
-      const T* xp = (isk ? k : q) + rope_offset<I>(st.q, st.k, isk, b, h, s, d);
-      op[u] = (isk ? ok : oq) + rope_offset<I>(st.oq, st.ok, isk, b, h, s, d);
-      co[u] = b * (I)g.cbs + s * (I)g.dim + d;
-      x1[u] = load_vec<W>(xp);
-      x2[u] = load_vec<W>(xp + g.half);
-    }
+    const I i = i0 + u * bd;
+    const I row = rope_div(i, (I)g.hv);
+    const I n1 = (I)(HI ? g.heads : g.seq), n2 = (I)(HI ? g.seq : g.heads);
+    const I t = rope_div(row, n1);
+    const I b = rope_div(t, n2);
+    const I jp = i - row * (I)g.hv, inner = row - t * n1, mid = t - b * n2;
+    const I hh = HI ? inner : mid, s = HI ? mid : inner;
+    const bool isk = hh >= (I)g.q_heads;
+    const I h = isk ? hh - (I)g.q_heads : hh;
+    const I d = jp * W;
+    const T* xp = (isk ? k : q) + rope_offset<I>(st.q, st.k, isk, b, h, s, d);
+    op[u] = (isk ? ok : oq) + rope_offset<I>(st.oq, st.ok, isk, b, h, s, d);
+    co[u] = b * (I)g.cbs + s * (I)g.dim + d;
+    x1[u] = load_vec<W>(xp);
+    x2[u] = load_vec<W>(xp + g.half);
   }
 #pragma unroll
   for (int u = 0; u < N; ++u) {
-    if (u < n) {
-      const Vec<T, W> c1 = load_vec<W>(cs + co[u]), c2 = load_vec<W>(cs + co[u] + g.half);
-      const Vec<T, W> s1 = load_vec<W>(sn + co[u]), s2 = load_vec<W>(sn + co[u] + g.half);
-      A o1[W], o2[W];
+    const Vec<T, W> c1 = load_vec<W>(cs + co[u]), c2 = load_vec<W>(cs + co[u] + g.half);
+    const Vec<T, W> s1 = load_vec<W>(sn + co[u]), s2 = load_vec<W>(sn + co[u] + g.half);
+    A o1[W], o2[W];
 #pragma unroll
-      for (int j = 0; j < W; ++j) {
-        const A a = to_acc(x1[u].v[j]), b = to_acc(x2[u].v[j]);
-        if constexpr (BWD) {
-          // gx[d] = g[d] cos[d] + g[d+h] sin[d+h];  gx[d+h] = g[d+h] cos[d+h] - g[d] sin[d]
-          o1[j] = kk::fma_acc(a, to_acc(c1.v[j]), b * to_acc(s2.v[j]));
-          o2[j] = kk::fma_acc(b, to_acc(c2.v[j]), -(a * to_acc(s1.v[j])));
-        } else {
-          // out[d] = x[d] cos[d] - x[d+h] sin[d];  out[d+h] = x[d+h] cos[d+h] + x[d] sin[d+h]
-          o1[j] = kk::fma_acc(a, to_acc(c1.v[j]), -(b * to_acc(s1.v[j])));
-          o2[j] = kk::fma_acc(b, to_acc(c2.v[j]), a * to_acc(s2.v[j]));
-        }
+    for (int j = 0; j < W; ++j) {
+      const A a = to_acc(x1[u].v[j]), b = to_acc(x2[u].v[j]);
+      if constexpr (BWD) {
+        // gx[d] = g[d] cos[d] + g[d+h] sin[d+h];  gx[d+h] = g[d+h] cos[d+h] - g[d] sin[d]
+        o1[j] = kk::fma_acc(a, to_acc(c1.v[j]), b * to_acc(s2.v[j]));
+        o2[j] = kk::fma_acc(b, to_acc(c2.v[j]), -(a * to_acc(s1.v[j])));
+      } else {
+        // out[d] = x[d] cos[d] - x[d+h] sin[d];  out[d+h] = x[d+h] cos[d+h] + x[d] sin[d+h]
+        o1[j] = kk::fma_acc(a, to_acc(c1.v[j]), -(b * to_acc(s1.v[j])));
+        o2[j] = kk::fma_acc(b, to_acc(c2.v[j]), a * to_acc(s2.v[j]));
       }
-      store_vec<W>(op[u], kk::acc_to_vec<T, W>(o1));
-      store_vec<W>(op[u] + g.half, kk::acc_to_vec<T, W>(o2));
     }
+    store_vec<W>(op[u], kk::acc_to_vec<T, W>(o1));
+    store_vec<W>(op[u] + g.half, kk::acc_to_vec<T, W>(o2));
   }
 }
 
@@ -257,10 +253,10 @@ __device__ __forceinline__ void rope_run(const T* q, const T* k, const T* cs, co
   const I step = (I)kk::min_ll((long long)gridDim.x * blockDim.x * U, total);
   I i = (I)first;
 #pragma unroll 1
-  for (; i + (U - 1) * bd < n; i += step) rope_items<U, BWD, W, HI, I>(q, k, cs, sn, oq, ok, i, bd, U, g, st);
+  for (; i + (U - 1) * bd < n; i += step) rope_items<U, BWD, W, HI, I>(q, k, cs, sn, oq, ok, i, bd, g, st);
 #pragma unroll
   for (int u = 0; u < U - 1; ++u)  // < U leftover items
-    if (i + u * bd < n) rope_items<1, BWD, W, HI, I>(q, k, cs, sn, oq, ok, i + u * bd, bd, 1, g, st);
+    if (i + u * bd < n) rope_items<1, BWD, W, HI, I>(q, k, cs, sn, oq, ok, i + u * bd, bd, g, st);
 }
 
 // One past the largest element offset of a (batch, heads, seq, dim) tensor with strides st (<= 0 when empty).

@@ -83,11 +83,11 @@ __device__ __forceinline__ void row_sum(A (&v)[N], A* sm, kk::ClusterReduce<N, A
 __device__ __forceinline__ float rcp_rn(float v) { return __frcp_rn(v); }
 __device__ __forceinline__ double rcp_rn(double v) { return __drcp_rn(v); }
 
-// A split row's (count, mean, M2 = sum of squared deviations from the mean) from each CTA's, merged in rank
-// order with Chan et al.'s formula: one cluster exchange where a sum and then a sum of squares about the
-// row mean would need two.
+// A split row's mean m and M2 q (sum of squared deviations from the mean) from each CTA's (count n, m, q),
+// merged in rank order with Chan et al.'s formula: one cluster exchange where a sum and then a sum of
+// squares about the row mean would need two.
 template <typename A, bool SPLIT>
-__device__ __forceinline__ void cluster_moments(A& n, A& m, A& q, kk::ClusterReduce<3, A, SPLIT>& cr) {
+__device__ __forceinline__ void cluster_moments(A n, A& m, A& q, kk::ClusterReduce<3, A, SPLIT>& cr) {
   A t[3] = {n, m, q};
   cr(t, [](A(&a)[3], const A(&b)[3]) {
     const A nn = a[0] + b[0];
@@ -97,7 +97,6 @@ __device__ __forceinline__ void cluster_moments(A& n, A& m, A& q, kk::ClusterRed
     a[2] = a[2] + b[2] + d * d * a[0] * f;
     a[0] = nn;
   });
-  n = t[0];
   m = t[1];
   q = t[2];
 }
@@ -311,8 +310,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
         }
       });
     block_row_sum(s, sm);
-    A n = n_cta;
-    cluster_moments(n, mu, s[0], cr);
+    cluster_moments(n_cta, mu, s[0], cr);
     const A rs = k_rsqrt(s[0] / acols + A(eps));
     if (act && tx == 0) {
       if (mean != nullptr) mean[row] = mu;

@@ -3,36 +3,43 @@ implementations: Rust (kernelkit-ops)."""
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Tuple
 
 import torch
 
 from kernelkit import _native
+from kernelkit.jit import Kernel
 from kernelkit.library import TensorSpec, like, op
 from kernelkit.ops._runtime import CTYPE, FLOATS, VEC, cdiv, kernel
 
 # Launch shapes, measured with bench/sweep_llm.py on an H200 at 32768 x 4096 and 8192: one pass over the data
 # (the kernels grid-stride, so any grid is correct; grids capped at 4 waves were 2-8% slower); swiglu in
-# 256-thread blocks, rope in 64-thread blocks of 2 items per thread (4 items were up to 0.7% faster in
-# the forward, but spill).
-_SWIGLU_BLOCK = 256
-_ROPE_BLOCK, _ROPE_ITEMS = 64, 2
+# 256-thread blocks of 2 packs per thread and tensor for the 16-bit forward, else 1; rope in 64-thread blocks
+# of 2 items per thread (4 items were up to 0.7% faster in the forward, but spill).
 
 
-def _swiglu_packs(name: str, dtype: torch.dtype) -> int:
-    """16-byte packs per thread and tensor (the kernels' U): two for the 16-bit forward, else one."""
-    return 2 if name == "kk_swiglu_fwd" and dtype.itemsize == 2 else 1
+@functools.cache
+def _swiglu_shape(name: str, dtype: torch.dtype) -> Tuple[Kernel, int, int]:
+    """(kernel, block, elements per block)."""
+    packs = 2 if name == "kk_swiglu_fwd" and dtype.itemsize == 2 else 1  # the kernels' U
+    return kernel("activations", f"{name}<{CTYPE[dtype]}, {packs}>"), 256, 256 * VEC[dtype] * packs
+
+
+@functools.cache
+def _rope_shape(dtype: torch.dtype, backward: bool) -> Tuple[Kernel, int, int]:
+    """(kernel, block, items per block)."""
+    items = 2
+    return kernel("activations", f"kk_rope<{CTYPE[dtype]}, {int(backward)}, {items}>"), 64, 64 * items
 
 
 def _launch_swiglu(name: str, args: tuple, x: torch.Tensor) -> None:
     n = x.numel()
     if n == 0:
         return
-    dt = x.dtype
-    u = _swiglu_packs(name, dt)
-    k = kernel("activations", f"{name}<{CTYPE[dt]}, {u}>")
-    k.launch(cdiv(n, _SWIGLU_BLOCK * VEC[dt] * u), _SWIGLU_BLOCK, (*args, n))
+    k, block, per_block = _swiglu_shape(name, x.dtype)
+    k.launch(cdiv(n, per_block), block, (*args, n))
 
 
 _GATE = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
@@ -135,7 +142,7 @@ def _rope_cuda(q, k, cos, sin, backward, out_q, out_k):
     # the table stride allow it (any grid is correct: the kernel grid-strides).
     vec = VEC[dt] if (d // 2) % VEC[dt] == 0 and stride % VEC[dt] == 0 else 1
     items = b * (hq + hk) * s * (d // 2) // vec
-    kern = kernel("activations", f"kk_rope<{CTYPE[dt]}, {int(backward)}, {_ROPE_ITEMS}>")
+    kern, block, per_block = _rope_shape(dt, bool(backward))
     # Rows heads-inner when the heads (of the tensor with more of them) are closer together in memory than the
     # positions, as in Hugging Face's layout; seq-inner for contiguous tensors.
     xs = qs if hq >= hk else ks
@@ -144,8 +151,7 @@ def _rope_cuda(q, k, cos, sin, backward, out_q, out_k):
     # q, k and the outputs may be strided: raw pointers (Kernel.launch takes contiguous tensors only); the
     # contiguous cos gives the launch its device.
     args = (q.data_ptr(), k.data_ptr(), cos, sin, out_q.data_ptr(), out_k.data_ptr())
-    grid = cdiv(items, _ROPE_BLOCK * _ROPE_ITEMS)
-    kern.launch(grid, _ROPE_BLOCK, (*args, b, hq, hk, s, d, stride, heads_inner, strides))
+    kern.launch(cdiv(items, per_block), block, (*args, b, hq, hk, s, d, stride, heads_inner, strides))
 
 
 def _rope_setup(ctx, inputs, output):
