@@ -96,6 +96,26 @@ def main() -> None:
         "kernelkit_ops_add_eager": lambda: K.add(x, z),
         "torch_add_eager": lambda: torch.add(x, z),
     }
+    # Training calls (forward and backward, autograd.grad) on (8, 64) rows: kernelkit's eager path (the
+    # op's autograd.Function around the backend impl) against the dispatcher's (register_autograd's kernel).
+    kk = torch.ops.kernelkit
+    rows = torch.randn(8, 64, device="cuda", requires_grad=True)
+    wt = torch.randn(64, device="cuda", requires_grad=True)
+    gy = torch.randn(8, 64, device="cuda")
+    tgt = torch.randint(0, 64, (8,), device="cuda")
+    grad = torch.autograd.grad
+    host_only.update(
+        {
+            "train_rms_norm_kernelkit": lambda: grad(K.rms_norm(rows, wt, 1e-6), (rows, wt), gy),
+            "train_rms_norm_dispatcher": lambda: grad(kk.rms_norm(rows, wt, 1e-6)[0], (rows, wt), gy),
+            "train_rms_norm_torch": lambda: grad(torch.nn.functional.rms_norm(rows, (64,), wt, 1e-6), (rows, wt), gy),
+            "train_cross_entropy_kernelkit": lambda: grad(K.cross_entropy(rows, tgt), (rows,)),
+            "train_cross_entropy_dispatcher": lambda: grad(kk.cross_entropy_reduced(rows, tgt)[0], (rows,)),
+            "train_cross_entropy_torch": lambda: grad(torch.nn.functional.cross_entropy(rows, tgt), (rows,)),
+            "train_swiglu_kernelkit": lambda: grad(K.swiglu(rows, gy), (rows,), gy),
+            "train_swiglu_dispatcher": lambda: grad(kk.swiglu(rows, gy), (rows,), gy),
+        }
+    )
     for k, f in host_only.items():
         res[f"host_only_{k}"] = host_only_us(f)
     width = max(map(len, res))

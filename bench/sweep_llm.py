@@ -297,7 +297,14 @@ def sweep_ce(size, dtype, copy, results, liger):
         close,
         results,
         copy,
-        [("torch.compile (loss)", lambda: cf(logits, target))],
+        [
+            (
+                "per-row loss, then the mean in torch ops",
+                lambda: softmax.cross_entropy(logits, target, reduction="none").mean(),
+            ),
+            ("reduced in the op (kernelkit.ops.cross_entropy)", lambda: softmax.cross_entropy(logits, target)),
+            ("torch.compile (loss)", lambda: cf(logits, target)),
+        ],
     )
     run_variants(
         f"cross_entropy bwd {str(dtype)[6:]} {size[0]}x{size[1]}",

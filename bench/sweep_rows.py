@@ -186,11 +186,11 @@ def sweep_ce(name, dtype, rows, cols, results):
     o = torch.empty_like(x)
     l2, s2 = torch.empty_like(loss), torch.empty_like(lse)
     if name == "kk_cross_entropy_fwd":
-        lib, args, nbytes, got = (lambda: softmax._cross_entropy(x, t, -100, 0.0)), (x, t, l2, s2), x.nbytes, l2
+        lib, args, nbytes, got = (lambda: softmax._cross_entropy(x, t, -100, 0.0)), (x, t, l2, s2, 0), x.nbytes, l2
         ref = loss
     else:
         lib = lambda: softmax.cross_entropy_backward(x, t, lse, loss, -100, 0.0)
-        args, nbytes, got = (x, t, lse, loss, 1, o), 2 * x.nbytes, o
+        args, nbytes, got = (x, t, lse, loss, 1, 0, o), 2 * x.nbytes, o
         ref = lib()
     case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
     out = [("shipped", median_us(lib))]

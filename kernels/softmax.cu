@@ -435,7 +435,7 @@ template <typename T, int W, bool BLOCK>
 __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long nv, long long cols, int ti, int nt,
                                            const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                            long long ignore_index, double label_smoothing, acc_t<T>* red,
-                                           int& parity) {
+                                           int& parity, acc_t<T> (&part)[2]) {
   using A = acc_t<T>;
   long long t = 0;
   A xt = A(0);
@@ -489,28 +489,53 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
       out = ls_m - (xt - m);
       if (label_smoothing != 0.0) out = (A(1) - ls) * out + ls * (ls_m + (m - st.f[2] / (A)cols));
     }
-    loss[row] = out;
+    if (loss != nullptr) loss[row] = out;
+    part[0] += out;
+    part[1] += t == ignore_index ? A(0) : A(1);
   }
 }
 
 template <typename T, int W>
 __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, acc_t<T>* loss, acc_t<T>* stats,
-                                           long long rows, long long cols, long long ignore_index, double ls,
-                                           acc_t<T>* red) {
+                                           acc_t<T>* partial, long long rows, long long cols,
+                                           long long ignore_index, double ls, acc_t<T>* red) {
+  using A = acc_t<T>;
   const long long nv = cols / W;
   int parity = 0;
-  if (nv <= kWarpRowPacks) {
+  A part[2] = {A(0), A(0)};  // this team's (sum of losses, rows not ignored), in its thread 0
+  const bool warp_team = nv <= kWarpRowPacks;
+  if (warp_team) {
     const long long nw = blockDim.x >> 5;
     const int lane = threadIdx.x & 31;
 #pragma unroll 1
     for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
       ce_fwd_row<T, W, false>(x + row * cols, row, nv, cols, lane, 32, target, loss, stats, ignore_index, ls, red,
-                              parity);
+                              parity, part);
   } else {
 #pragma unroll 1
     for (long long row = blockIdx.x; row < rows; row += gridDim.x)
       ce_fwd_row<T, W, true>(x + row * cols, row, nv, cols, threadIdx.x, blockDim.x, target, loss, stats,
-                             ignore_index, ls, red, parity);
+                             ignore_index, ls, red, parity, part);
+  }
+  if (partial == nullptr) return;
+  // The block's partial: its teams' sums added in warp order (deterministic for a given grid and block).
+  __shared__ A teams[2 * 32];
+  const int warp = threadIdx.x >> 5;
+  if (warp_team && (threadIdx.x & 31) == 0) {
+    teams[2 * warp] = part[0];
+    teams[2 * warp + 1] = part[1];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (warp_team) {
+      part[0] = part[1] = A(0);
+      for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+        part[0] += teams[2 * w];
+        part[1] += teams[2 * w + 1];
+      }
+    }
+    partial[2 * blockIdx.x] = part[0];
+    partial[2 * blockIdx.x + 1] = part[1];
   }
 }
 
@@ -567,16 +592,18 @@ template <typename A> struct CeRow {
 };
 
 // Loaded without depending on each other (stats and row_scale exist for every row, ignored or not).
-template <typename A>
-__device__ __forceinline__ CeRow<A> ce_row_meta(const long long* target, const A* stats, const A* row_scale,
-                                               long long scale_stride, long long row) {
-  return CeRow<A>{target[row], stats[2 * row], stats[2 * row + 1], row_scale[row * scale_stride]};
+template <typename A, typename S>
+__device__ __forceinline__ CeRow<A> ce_row_meta(const long long* target, const A* stats, const S* row_scale,
+                                               long long scale_stride, A div, long long row) {
+  return CeRow<A>{target[row], stats[2 * row], stats[2 * row + 1],
+                  static_cast<A>(to_acc(row_scale[row * scale_stride])) / div};
 }
 
-template <typename T, int W>
+template <typename T, int W, typename S>
 __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, const acc_t<T>* stats,
-                                           const acc_t<T>* row_scale, long long scale_stride, T* grad, long long rows,
-                                           long long cols, long long ignore_index, double label_smoothing) {
+                                           const S* row_scale, long long scale_stride, const acc_t<T>* divisor,
+                                           T* grad, long long rows, long long cols, long long ignore_index,
+                                           double label_smoothing) {
   using A = acc_t<T>;
   const long long nv = cols / W;
   const A ls = (A)label_smoothing;
@@ -592,16 +619,17 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
   // The next row's target, stats and scale are loaded before this row's logits, so that their latency is
   // not paid before each row's first logit load (double: no registers left for them, 24 bytes of spills).
   constexpr bool kPrefetch = sizeof(A) == 4;
-  CeRow<A> cur = ce_row_meta(target, stats, row_scale, scale_stride, first);
+  const A div = divisor != nullptr ? *divisor : A(1);
+  CeRow<A> cur = ce_row_meta(target, stats, row_scale, scale_stride, div, first);
 #pragma unroll 1
   for (long long row = first; row < rows; row += stride) {
     const long long nxt = row + stride < rows ? row + stride : row;
     CeRow<A> next;
-    if constexpr (kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, nxt);
+    if constexpr (kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, div, nxt);
     const bool ignored = cur.t == ignore_index;
     ce_bwd_row<T, W>(x + row * cols, grad + row * cols, nv, ti, nt, cur.t, ignored ? A(0) : cur.m,
                      ignored ? A(0) : cur.ls_m, ignored ? A(0) : cur.sc, smooth, hit, ignored);
-    if constexpr (!kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, nxt);
+    if constexpr (!kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, div, nxt);
     cur = next;
   }
 }
@@ -668,46 +696,87 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const 
 // kk_cross_entropy_fwd: stats[r] = (m, ls_m) with logsumexp(logits[r, :]) = m + ls_m (A): m the row max (0
 // when it is -inf), ls_m = log(sum(exp(x - m))); loss[r] as documented in the header
 // (0 for ignore_index, NaN for any other target outside [0, cols)). Single read of the logits.
+// loss may be nullptr (a reduced loss needs only the partials). partial, when not nullptr, gets the block's
+// (sum of its rows' losses, rows whose target is not ignore_index) at [2 * blockIdx.x], for
+// kk_cross_entropy_reduce; deterministic for a given grid and block.
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
 //   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, occ * SMs)
 template <typename T>
 __global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long long* target,
                                                              typename kk::Acc<T>::type* loss,
-                                                             typename kk::Acc<T>::type* stats, long long rows,
+                                                             typename kk::Acc<T>::type* stats,
+                                                             typename kk::Acc<T>::type* partial, long long rows,
                                                              long long cols, long long ignore_index,
                                                              double label_smoothing) {
   using A = typename kk::Acc<T>::type;
   __shared__ A red[2 * 32 * 3];
+  kk::pdl_trigger();  // kk_cross_entropy_reduce, launched dependent, waits for this grid
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(logits)))
-    kk_sm::ce_fwd_run<T, V>(logits, target, loss, stats, rows, cols, ignore_index, label_smoothing, red);
+    kk_sm::ce_fwd_run<T, V>(logits, target, loss, stats, partial, rows, cols, ignore_index, label_smoothing, red);
   else
-    kk_sm::ce_fwd_run<T, 1>(logits, target, loss, stats, rows, cols, ignore_index, label_smoothing, red);
+    kk_sm::ce_fwd_run<T, 1>(logits, target, loss, stats, partial, rows, cols, ignore_index, label_smoothing, red);
 }
 
-// kk_cross_entropy_bwd: grad[r, c] = row_scale[r * scale_stride] * (exp((x - m) - ls_m) - ((1-ls)*[c == t] +
-// ls/cols)), (m, ls_m) = stats[r] from the forward; rows with target == ignore_index get 0. grad may be
-// logits (exact in place).
+// kk_cross_entropy_reduce: the forward's block partials summed in block order (sums in A, counts in double):
+// loss[0] = round_O(sum / count) when mean (0 / 0 = NaN when every target is ignored, as torch), else
+// round_O(sum); divisor[0] = count (mean) or 1 (sum), the backward's scale divisor. Launch: one block of
+// 256 threads, dependent=True right after kk_cross_entropy_fwd (it waits for it in kk::pdl_wait).
+template <typename A, typename O>
+__global__ void __launch_bounds__(256) kk_cross_entropy_reduce(const A* __restrict__ partial, long long parts,
+                                                               int mean, O* __restrict__ loss,
+                                                               A* __restrict__ divisor) {
+  __shared__ A sums[256];
+  __shared__ double counts[256];
+  if (blockDim.x != 256) __trap();
+  kk::pdl_wait();
+  A s = A(0);
+  double c = 0.0;
+  for (long long i = threadIdx.x; i < parts; i += 256) {
+    s += partial[2 * i];
+    c += (double)partial[2 * i + 1];
+  }
+  sums[threadIdx.x] = s;
+  counts[threadIdx.x] = c;
+  __syncthreads();
+  for (int h = 128; h > 0; h >>= 1) {
+    if (threadIdx.x < h) {
+      sums[threadIdx.x] += sums[threadIdx.x + h];
+      counts[threadIdx.x] += counts[threadIdx.x + h];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const A d = mean ? (A)counts[0] : A(1);
+    divisor[0] = d;
+    loss[0] = kk::from_acc<O>((kk::acc_t<O>)(mean ? sums[0] / d : sums[0]));
+  }
+}
+
+// kk_cross_entropy_bwd: grad[r, c] = sc_r * (exp((x - m) - ls_m) - ((1-ls)*[c == t] + ls/cols)) with
+// sc_r = row_scale[r * scale_stride] / divisor[0] (divisor nullptr: 1), row_scale of any float type S (a
+// reduced loss's gradient, in the loss's dtype, with scale_stride 0), (m, ls_m) = stats[r] from the forward;
+// rows with target == ignore_index get 0. grad may be logits (exact in place).
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
 //   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
-template <typename T>
+template <typename T, typename S = typename kk::Acc<T>::type>
 __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long long* target,
                                                              const typename kk::Acc<T>::type* stats,
-                                                             const typename kk::Acc<T>::type* row_scale,
-                                                             long long scale_stride, T* grad, long long rows,
-                                                             long long cols, long long ignore_index,
+                                                             const S* row_scale, long long scale_stride,
+                                                             const typename kk::Acc<T>::type* divisor, T* grad,
+                                                             long long rows, long long cols, long long ignore_index,
                                                              double label_smoothing) {
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(logits) | kk::addr(grad)))
-    kk_sm::ce_bwd_run<T, V>(logits, target, stats, row_scale, scale_stride, grad, rows, cols, ignore_index,
+    kk_sm::ce_bwd_run<T, V>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols, ignore_index,
                             label_smoothing);
   else
-    kk_sm::ce_bwd_run<T, 1>(logits, target, stats, row_scale, scale_stride, grad, rows, cols, ignore_index,
+    kk_sm::ce_bwd_run<T, 1>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols, ignore_index,
                             label_smoothing);
 }

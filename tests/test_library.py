@@ -158,6 +158,33 @@ def test_eager_fast_path_keeps_dispatcher_semantics():
         assert axpy(xr, y, 2.0).grad_fn is None
 
 
+@pytest.mark.parametrize("device", devices())
+def test_eager_grad_path_matches_the_dispatchers(device):
+    """A call that needs a gradient runs the op's own autograd.Function around the backend impl (no
+    dispatcher); its outputs, gradients and graph are those of the registered autograd formula."""
+    x = torch.randn(4, 8, device=device, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(4, 8, device=device, dtype=torch.float64, requires_grad=True)
+    fast, slow = axpy(x, y, 1.5), axpy.op(x, y, 1.5)
+    assert type(fast.grad_fn).__name__.startswith("kktest_axpy") and type(slow.grad_fn) is not type(fast.grad_fn)
+    assert torch.equal(fast, slow)
+    g = torch.randn_like(fast)
+    for a, b in zip(torch.autograd.grad(fast, (x, y), g), torch.autograd.grad(slow, (x, y), g)):
+        assert torch.equal(a, b)
+    # Only y needs a gradient: the formula sees needs_input_grad and x gets none.
+    yy = y.detach().requires_grad_()
+    (gy,) = torch.autograd.grad(axpy(x.detach(), yy, 1.5), (yy,), g)
+    assert torch.equal(gy, g)
+    # A mode on the stack sends the call back through the dispatcher.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Passthrough():
+        assert not type(axpy(x, y, 1.5).grad_fn).__name__.startswith("kktest_axpy")
+
+
 def _strides_seen(x, out):
     out.copy_(x * 2)
     _strides_seen.last = x.stride()

@@ -7,7 +7,7 @@ import torch
 
 import kernelkit.ops as K
 from kernelkit.ops import norms
-from kernelkit.ops.softmax import _cross_entropy, cross_entropy_backward, softmax_backward
+from kernelkit.ops.softmax import _cross_entropy, _cross_entropy_reduced, cross_entropy_backward, softmax_backward
 
 pytestmark = pytest.mark.gpu
 
@@ -94,6 +94,40 @@ def test_softmax_and_cross_entropy(dtype, cols, offset):
         grad, gradc = both(cross_entropy_backward, x, target, stats, scale, -100, smoothing)
         agree(grad, gradc, dtype, 2)
         assert not grad[1].any(), "an ignored row has a zero gradient"
+        check_reduced(x, target, smoothing, dtype)
+
+
+def check_reduced(x, target, smoothing, dtype):
+    """kernelkit::cross_entropy_reduced (mean and sum, in the logits' dtype and in float32) and the backward
+    of such a loss: its gradient in the loss's dtype, divided by the forward's divisor."""
+    acc = torch.float32 if dtype != torch.float64 else dtype
+    for mean in (True, False):
+        for out_dtype in (None, torch.float32):
+            (loss, stats, div), (lossc, statsc, divc) = both(
+                _cross_entropy_reduced, x, target, -100, smoothing, mean, out_dtype
+            )
+            assert loss.dtype == lossc.dtype == (out_dtype or dtype) and loss.shape == ()
+            agree(loss, lossc, loss.dtype if loss.dtype != torch.float32 else acc, 4)
+            assert div.item() == divc.item() == ((target != -100).sum().item() if mean else 1)
+            agree(stats, statsc, acc, 4)
+            g = torch.rand((), device="cuda").to(loss.dtype)
+            grad, gradc = both(cross_entropy_backward, x, target, stats, g, -100, smoothing, div)
+            agree(grad, gradc, dtype, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [0, 1, 9, 70001])
+def test_cross_entropy_reduced_over_many_blocks(dtype, rows):
+    """The forward's per-block partials and their reduction, from no rows (mean NaN, sum 0) to many rows
+    per block of a one-wave grid; bitwise the same across two runs."""
+    x = rand(rows, 33, dtype, scale=4)
+    target = torch.randint(0, 33, (rows,), device="cuda")
+    target[::7] = -100
+    check_reduced(x, target, 0.1, dtype)
+    first = _cross_entropy_reduced(x, target, -100, 0.1, True, None)[0]
+    assert torch.equal(first, _cross_entropy_reduced(x, target, -100, 0.1, True, None)[0]) or (
+        rows == 0 and first.isnan()
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

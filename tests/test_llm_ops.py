@@ -809,6 +809,7 @@ LLM_OPS = [
     "softmax_backward",
     "cross_entropy",
     "cross_entropy_backward",
+    "cross_entropy_reduced",
     "swiglu",
     "swiglu_backward",
     "rope",
@@ -856,6 +857,13 @@ def _opcheck_args(name, device):
     if name == "cross_entropy_backward":
         stats = kk.cross_entropy(x, t, IGNORE, SMOOTHING)[1]
         return (x, t, stats, rand(4, **f), IGNORE, SMOOTHING)
+    if name == "cross_entropy_backward(divisor)":  # a reduced loss's gradient, in its own dtype
+        stats = kk.cross_entropy(x, t, IGNORE, SMOOTHING)[1]
+        return (x, t, stats, rand(dtype=torch.bfloat16, **f), IGNORE, SMOOTHING, torch.full((), 3.0, **f))
+    if name == "cross_entropy_reduced":
+        return (*grad(x), t, IGNORE, SMOOTHING, True, None)
+    if name == "cross_entropy_reduced(sum, bfloat16)":
+        return (*grad(x), t, IGNORE, SMOOTHING, False, torch.bfloat16)
     if name == "swiglu":
         return grad(x, g)
     if name == "swiglu_backward":
@@ -867,7 +875,10 @@ def _opcheck_args(name, device):
     raise KeyError(name)
 
 
-@pytest.mark.parametrize("name", LLM_OPS + ["rope(backward=True)"])
+@pytest.mark.parametrize(
+    "name",
+    LLM_OPS + ["rope(backward=True)", "cross_entropy_backward(divisor)", "cross_entropy_reduced(sum, bfloat16)"],
+)
 def test_opcheck(device, name):
     """torch.library.opcheck of every registered forward and backward op: schema, fake impl, autograd
     registration and AOT dispatch (dynamic shapes)."""
@@ -989,7 +1000,7 @@ def test_patched_llama_trains_one_step(device, monkeypatch, tiny_llama):
     assert len(report.replaced) == 4, str(report)
     count = _CountOps()
     loss, grads = step(patched, count)
-    assert {"rms_norm", "swiglu", "rope", "cross_entropy"} <= count.names
+    assert {"rms_norm", "swiglu", "rope", "cross_entropy_reduced"} <= count.names
     torch.testing.assert_close(loss, base_loss, atol=2e-5, rtol=2e-5)
     for name, g in grads.items():
         torch.testing.assert_close(g, base_grads[name], atol=5e-5, rtol=5e-4, msg=lambda m, n=name: f"{n}: {m}")

@@ -277,23 +277,30 @@ def _generate(
 
     tensors = [n for n in arg_names if n in specs]
 
-    def build_fast(cuda: Optional[Callable], cpu: Optional[Callable]):
-        """The eager fast path: plain tensors, no grad needed -> the backend impl, no dispatcher."""
+    def build_fast(cuda: Optional[Callable], cpu: Optional[Callable], grad_cuda=None, grad_cpu=None):
+        """The eager fast path: plain tensors -> the backend impl, no dispatcher. When a gradient is needed,
+        the op's autograd.Function around that impl (``grad_*``), or the dispatcher where there is none."""
         lines = [f"def fast({params}):"]
         lines.append(f"    if {' or '.join(f'type({t}) not in PLAIN' for t in tensors) or 'False'}: return SLOW")
-        lines.append(
-            f"    if grad_enabled() and ({' or '.join(f'{t}.requires_grad' for t in tensors) or 'False'}): return SLOW"
-        )
         t0 = tensors[0] if tensors else None
+        call = ", ".join(arg_names)
+        lines.append(f"    if grad_enabled() and ({' or '.join(f'{t}.requires_grad' for t in tensors) or 'False'}):")
+        if t0 is not None and grad_cuda is not None:
+            lines.append(f"        if {t0}.is_cuda: return grad_cuda({call})")
+        if t0 is not None and grad_cpu is not None:
+            lines.append(f"        if {t0}.is_cpu: return grad_cpu({call})")
+        lines.append("        return SLOW")
         if t0 is not None and cuda is not None:
-            lines.append(f"    if {t0}.is_cuda: return cuda({', '.join(arg_names)})")
+            lines.append(f"    if {t0}.is_cuda: return cuda({call})")
         if t0 is not None and cpu is not None:
-            lines.append(f"    if {t0}.is_cpu: return cpu({', '.join(arg_names)})")
+            lines.append(f"    if {t0}.is_cpu: return cpu({call})")
         lines.append("    return SLOW")
         scope = dict(
             env,
             cuda=cuda,
             cpu=cpu,
+            grad_cuda=grad_cuda,
+            grad_cpu=grad_cpu,
             SLOW=_SLOW,
             PLAIN=(torch.Tensor, torch.nn.Parameter),
             grad_enabled=torch.is_grad_enabled,
@@ -358,6 +365,24 @@ class KernelOp:
         return f"<kernelkit op {self.qualname}>"
 
 
+def _autograd_apply(qualname: str, impl: Callable, setup_context: Callable, backward: Callable) -> Callable:
+    """``impl`` (a backend implementation, every argument given) as an autograd.Function with the op's
+    formula: what torch.library.register_autograd builds, without the dispatcher around it (its Python
+    autograd kernel, default filling and redispatch cost more host time than a whole op launch)."""
+
+    def forward(ctx, *args):
+        out = impl(*args)
+        setup_context(ctx=ctx, inputs=args, output=out)
+        return out
+
+    fn = type(
+        f"{qualname.replace('::', '_')}_backward",
+        (torch.autograd.Function,),
+        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+    )
+    return fn.apply
+
+
 def op(
     schema: str,
     *,
@@ -398,7 +423,12 @@ def op(
         cpu_impl = build(True, cpu) if cpu is not None else None
         if cpu_impl is not None:
             lib.impl(name, cpu_impl, "CPU")
-        fast = build_fast(main if device == "cuda" else None, cpu_impl if device == "cuda" else main)
+        cuda_impl, host_impl = (main, cpu_impl) if device == "cuda" else (None, main)
+        grads = [
+            _autograd_apply(qualname, f, setup_context, backward) if f is not None and backward is not None else None
+            for f in (cuda_impl, host_impl)
+        ]
+        fast = build_fast(cuda_impl, host_impl, *grads)
         fake = build(False, None)
         torch.library.register_fake(qualname, fake, lib=lib)
         if backward is not None:

@@ -24,7 +24,7 @@ _OPS_USED = {
     "rms_norm": "kernelkit::rms_norm",
     "swiglu": "kernelkit::swiglu",
     "rope": "kernelkit::rope",
-    "cross_entropy": "kernelkit::cross_entropy",
+    "cross_entropy": "kernelkit::cross_entropy_reduced",
 }
 
 

@@ -146,18 +146,23 @@ _LOGITS = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape
 _TARGET = TensorSpec(dtypes=(torch.int64,), contiguous=True, make_contiguous=True, shape=("rows",))
 
 
-def _ce_bwd_cpu(logits, target, stats, row_scale, ignore_index, label_smoothing, grad):
-    _check_ce_stats(logits, stats, row_scale)
+def _ce_bwd_cpu(logits, target, stats, row_scale, ignore_index, label_smoothing, divisor, grad):
+    _check_ce_stats(logits, stats, row_scale, divisor)
     if logits.numel():
+        scale = row_scale.to(stats.dtype)
+        if divisor is not None:
+            scale = scale / divisor
         _native.cpu_cross_entropy_bwd(
-            logits, target, stats, row_scale, grad, logits.shape[1], ignore_index, label_smoothing
+            logits, target, stats, scale, grad, logits.shape[1], ignore_index, label_smoothing
         )
 
 
 @functools.cache
-def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
-    """(kernel, block, rows per block, grid cap): a warp per row up to 2048 packs, else a block."""
-    k = kernel("softmax", f"{name}<{CTYPE[dtype]}>")
+def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int, scale_dtype: Optional[torch.dtype] = None):
+    """(kernel, block, rows per block, grid cap): a warp per row up to 2048 packs, else a block. The backward
+    is instantiated for the dtype of its scale (``scale_dtype``)."""
+    expr = f"{name}<{CTYPE[dtype]}, {CTYPE[scale_dtype]}>" if scale_dtype else f"{name}<{CTYPE[dtype]}>"
+    k = kernel("softmax", expr)
     nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
     warp_rows = nv <= 2048  # kWarpRowPacks
     block, per_block = (256, 8) if warp_rows else (512, 1)
@@ -165,32 +170,45 @@ def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int):
     return k, block, per_block, waves * resident_blocks(k, block, dev)
 
 
-def _launch_ce(name: str, logits: torch.Tensor, args: tuple, ignore_index: int, label_smoothing: float) -> None:
+def _ce_grid(logits: torch.Tensor, name: str, scale_dtype: Optional[torch.dtype] = None):
+    """(kernel, grid, block) of one cross-entropy launch over ``logits`` (grid 0 for no rows)."""
     rows, cols = logits.shape
-    if rows == 0:
-        return
-    k, block, per_block, cap = _ce_shape(name, logits.dtype, cols, logits.get_device())
-    k.launch(min(cdiv(rows, per_block), cap), block, (*args, rows, cols, ignore_index, label_smoothing))
+    k, block, per_block, cap = _ce_shape(name, logits.dtype, cols, logits.get_device(), scale_dtype)
+    return k, min(cdiv(rows, per_block), cap), block
 
 
-def _check_ce_stats(logits, stats, row_scale):
+def _check_ce_stats(logits, stats, row_scale, divisor):
     rows = logits.shape[0]
-    check_stats("kernelkit::cross_entropy_backward", logits, rows, per_row=2, stats=stats)
-    if row_scale.numel() not in (1, rows) or row_scale.dtype != stats.dtype:
-        check_stats("kernelkit::cross_entropy_backward", logits, rows, row_scale=row_scale)
+    opname = "kernelkit::cross_entropy_backward"
+    check_stats(opname, logits, rows, per_row=2, stats=stats)
+    if row_scale.numel() not in (1, rows) or row_scale.dtype not in FLOATS:
+        raise ValueError(
+            f"{opname}: argument 'row_scale' must hold 1 or {rows} floating-point values (one per row), "
+            f"got shape {tuple(row_scale.shape)} and dtype {str(row_scale.dtype)[6:]}"
+        )
+    if divisor is not None:
+        check_stats(opname, logits, 1, divisor=divisor)
 
 
-def _ce_bwd_cuda(logits, target, stats, row_scale, ignore_index, label_smoothing, grad):
-    _check_ce_stats(logits, stats, row_scale)
-    stride = 0 if row_scale.numel() == 1 else 1
-    _launch_ce(
-        "kk_cross_entropy_bwd", logits, (logits, target, stats, row_scale, stride, grad), ignore_index, label_smoothing
-    )
+def _ce_bwd_cuda(logits, target, stats, row_scale, ignore_index, label_smoothing, divisor, grad):
+    """The gradient of cross-entropy for the logits, from the forward's ``stats``: row r is scaled by
+    row_scale[r] (or its one value) divided by ``divisor`` (a one-element tensor; None for 1).
+
+    >>> grad = cross_entropy_backward(logits, target, stats, grad_loss, -100, 0.0, divisor)
+    """
+    _check_ce_stats(logits, stats, row_scale, divisor)
+    k, grid, block = _ce_grid(logits, "kk_cross_entropy_bwd", row_scale.dtype)
+    if grid:
+        rows, cols = logits.shape
+        stride = 0 if row_scale.numel() == 1 else 1
+        div = 0 if divisor is None else divisor  # 0: a null pointer, no divisor
+        args = (logits, target, stats, row_scale, stride, div, grad, rows, cols, ignore_index, label_smoothing)
+        k.launch(grid, block, args)
 
 
 cross_entropy_backward = op(
     "kernelkit::cross_entropy_backward(Tensor logits, Tensor target, Tensor stats, Tensor row_scale, "
-    "int ignore_index, float label_smoothing) -> Tensor",
+    "int ignore_index, float label_smoothing, Tensor? divisor=None) -> Tensor",
     inputs={
         "logits": _LOGITS,
         "target": _TARGET,
@@ -212,7 +230,10 @@ def _ce_fwd_cpu(logits, target, ignore_index, label_smoothing, loss, stats):
 def _ce_fwd_cuda(logits, target, ignore_index, label_smoothing, loss, stats):
     # A target outside [0, C) (other than ignore_index) gives a NaN loss for its row: raising would
     # need a device synchronization. The CPU implementation raises.
-    _launch_ce("kk_cross_entropy_fwd", logits, (logits, target, loss, stats), ignore_index, label_smoothing)
+    k, grid, block = _ce_grid(logits, "kk_cross_entropy_fwd")
+    if grid:
+        rows, cols = logits.shape
+        k.launch(grid, block, (logits, target, loss, stats, 0, rows, cols, ignore_index, label_smoothing))
 
 
 def _ce_setup(ctx, inputs, output):
@@ -224,8 +245,7 @@ def _ce_setup(ctx, inputs, output):
 
 def _ce_backward(ctx, grad_loss, grad_stats):
     logits, target, stats = ctx.saved_tensors
-    scale = grad_loss.to(stats.dtype).contiguous()
-    grad = cross_entropy_backward(logits, target, stats, scale, ctx.ignore_index, ctx.label_smoothing)
+    grad = cross_entropy_backward(logits, target, stats, grad_loss, ctx.ignore_index, ctx.label_smoothing)
     return grad, None, None, None
 
 
@@ -240,6 +260,74 @@ _cross_entropy = op(
     setup_context=_ce_setup,
     cpu=_ce_fwd_cpu,
 )(_ce_fwd_cuda)
+
+
+def _loss_dtype(**t) -> torch.dtype:
+    return t["out_dtype"] or t["logits"].dtype
+
+
+def _scalar(**t):
+    return ()
+
+
+def _check_loss_dtype(dtype: torch.dtype) -> None:
+    if dtype not in FLOATS:
+        raise ValueError(f"kernelkit::cross_entropy: out_dtype must be a floating-point dtype, got {dtype}")
+
+
+def _ce_reduced_cpu(logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
+    _check_loss_dtype(loss.dtype)
+    per_row = stats.new_empty(logits.shape[0])
+    _ce_fwd_cpu(logits, target, ignore_index, label_smoothing, per_row, stats)
+    divisor.fill_((target != ignore_index).sum() if mean else 1)
+    loss.copy_(per_row.sum() / divisor if mean else per_row.sum())
+
+
+@functools.cache
+def _ce_reduce_kernel(acc: torch.dtype, out: torch.dtype):
+    return kernel("softmax", f"kk_cross_entropy_reduce<{CTYPE[acc]}, {CTYPE[out]}>")
+
+
+def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
+    _check_loss_dtype(loss.dtype)
+    k, grid, block = _ce_grid(logits, "kk_cross_entropy_fwd")
+    partial = stats.new_empty(2 * grid)  # each block's (sum of losses, rows counted)
+    if grid:
+        rows, cols = logits.shape
+        k.launch(grid, block, (logits, target, 0, stats, partial, rows, cols, ignore_index, label_smoothing))
+    reduce = _ce_reduce_kernel(stats.dtype, loss.dtype)
+    reduce.launch(1, 256, (partial, grid, int(mean), loss, divisor), dependent=True)
+
+
+def _ce_reduced_setup(ctx, inputs, output):
+    logits, target, ignore_index, label_smoothing, _, _ = inputs
+    ctx.mark_non_differentiable(output[1], output[2])
+    ctx.save_for_backward(logits, target, output[1], output[2])
+    ctx.ignore_index, ctx.label_smoothing = ignore_index, label_smoothing
+
+
+def _ce_reduced_backward(ctx, grad_loss, grad_stats, grad_divisor):
+    logits, target, stats, divisor = ctx.saved_tensors
+    grad = cross_entropy_backward(logits, target, stats, grad_loss, ctx.ignore_index, ctx.label_smoothing, divisor)
+    return grad, None, None, None, None, None
+
+
+_cross_entropy_reduced = op(
+    "kernelkit::cross_entropy_reduced(Tensor logits, Tensor target, int ignore_index=-100, "
+    "float label_smoothing=0.0, bool mean=True, ScalarType? out_dtype=None) -> (Tensor, Tensor, Tensor)",
+    inputs={"logits": _LOGITS, "target": _TARGET},
+    # (loss, stats, divisor): the mean (or sum) in out_dtype, computed in the accumulation dtype from the
+    # forward's per-block partials by a second kernel; stats as in kernelkit::cross_entropy; divisor the
+    # count of rows not ignored (mean) or 1 (sum), which divides the gradient in the backward.
+    output=(
+        Out(shape=_scalar, dtype=_loss_dtype),
+        Out(shape=_stats_shape, dtype=_stat_dtype),
+        Out(shape=_scalar, dtype=_stat_dtype),
+    ),
+    backward=_ce_reduced_backward,
+    setup_context=_ce_reduced_setup,
+    cpu=_ce_reduced_cpu,
+)(_ce_reduced_cuda)
 
 
 def cross_entropy(
@@ -263,12 +351,13 @@ def cross_entropy(
         raise ValueError(f"kernelkit::cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"kernelkit::cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    lead = logits.shape[:-1]
-    loss, _ = _cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index, label_smoothing)
-    dtype = out_dtype or logits.dtype
+    rows = logits.reshape(-1, logits.shape[-1])
     if reduction == "none":
-        return loss.reshape(lead).to(dtype)
-    if reduction == "sum":
-        return loss.sum().to(dtype)
-    count = (target != ignore_index).sum()
-    return (loss.sum() / count).to(dtype)
+        loss, _ = _cross_entropy(rows, target.reshape(-1), ignore_index, label_smoothing)
+        return loss.reshape(logits.shape[:-1]).to(out_dtype or logits.dtype)
+    # One op: the forward kernel's per-block partials reduced by a second, dependent kernel, and a backward
+    # that reads the loss's gradient as it is (no torch ops around the per-row losses either way).
+    loss, _, _ = _cross_entropy_reduced(
+        rows, target.reshape(-1), ignore_index, label_smoothing, reduction == "mean", out_dtype
+    )
+    return loss
