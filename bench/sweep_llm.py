@@ -281,6 +281,30 @@ def sweep_norm_stream(size, dtype, copy, results, liger):
             results.append({"case": f"{name} stream {str(dtype)[6:]} {rows}x{cols}", "variant": label, "us": us})
 
 
+# cross-entropy forward: (packs loaded per thread before they are reduced U, register cap) by element size
+CE_VARIANTS = {2: ((2, 64), (4, 64), (8, 128)), 4: ((2, 64), (4, 64), (8, 80))}
+
+
+def ce_shape(u, maxr):
+    """A _ce_shape whose forward is kk_cross_entropy_fwd<T, u, maxr> (the backward's is the shipped one)."""
+    shipped = softmax._ce_shape
+
+    def shape(name, dtype, cols, dev, scale_dtype=None):
+        if name != "kk_cross_entropy_fwd":
+            return shipped(name, dtype, cols, dev, scale_dtype)
+        k = kernel("softmax", f"kk_cross_entropy_fwd<{CTYPE[dtype]}, {u}, {maxr}>")
+        nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
+        block, per_block = (256, 8) if nv <= 2048 else (512, 1)
+        return (
+            k,
+            block,
+            per_block,
+            max(1, k.occupancy(block, 0, dev)) * torch.cuda.get_device_properties(dev).multi_processor_count,
+        )
+
+    return shape
+
+
 def sweep_ce(size, dtype, copy, results, liger):
     logits = torch.randn(*size, device="cuda", dtype=dtype)
     target = torch.randint(0, size[1], (size[0],), device="cuda")
@@ -289,11 +313,15 @@ def sweep_ce(size, dtype, copy, results, liger):
     shipped_f = lambda: softmax._cross_entropy(logits, target, -100, 0.0)
     shipped_b = lambda: softmax.cross_entropy_backward(logits, target, stats, scale, -100, 0.0)
     cf = torch.compile(lambda x, t: F.cross_entropy(x.float(), t))
+    fwd_variants = [
+        (f"U {u} maxnreg {r}", lambda u=u, r=r: Swapped(softmax, _ce_shape=ce_shape(u, r)))
+        for u, r in CE_VARIANTS[dtype.itemsize]
+    ]
     run_variants(
         f"cross_entropy fwd {str(dtype)[6:]} {size[0]}x{size[1]}",
         logits.nbytes,
-        shipped_f,
-        [],
+        lambda: softmax.cross_entropy(logits, target),
+        fwd_variants,
         close,
         results,
         copy,
@@ -302,7 +330,7 @@ def sweep_ce(size, dtype, copy, results, liger):
                 "per-row loss, then the mean in torch ops",
                 lambda: softmax.cross_entropy(logits, target, reduction="none").mean(),
             ),
-            ("reduced in the op (kernelkit.ops.cross_entropy)", lambda: softmax.cross_entropy(logits, target)),
+            ("per-row losses only (kernelkit::cross_entropy)", shipped_f),
             ("torch.compile (loss)", lambda: cf(logits, target)),
         ],
     )

@@ -431,7 +431,7 @@ __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, 
 // ---------------------------------------------------------------- cross-entropy forward, one row
 // Single streaming pass: (max, sum exp, sum x); then the team's thread 0 writes. It loads the target and
 // x[target] first, so that their latency hides behind the pass.
-template <typename T, int W, bool BLOCK>
+template <typename T, int W, bool BLOCK, int U>
 __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long nv, long long cols, int ti, int nt,
                                            const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                            long long ignore_index, double label_smoothing, acc_t<T>* red,
@@ -446,18 +446,18 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
   A m = ninf<A>(), s = A(0), sx = A(0);
   long long q = ti;
 #pragma unroll 1
-  for (; q + (kU<T> - 1) * (long long)nt < nv; q += (long long)kU<T> * nt) {
-    Vec<T, W> u[kU<T>];
+  for (; q + (U - 1) * (long long)nt < nv; q += (long long)U * nt) {
+    Vec<T, W> u[U];
 #pragma unroll
-    for (int k = 0; k < kU<T>; ++k) u[k] = load_vec<W>(xr + (q + k * nt) * W);
-    ms_update<T, W, kU<T>>(u, kU<T>, m, s);
+    for (int k = 0; k < U; ++k) u[k] = load_vec<W>(xr + (q + k * nt) * W);
+    ms_update<T, W, U>(u, U, m, s);
 #pragma unroll
-    for (int k = 0; k < kU<T>; ++k)
+    for (int k = 0; k < U; ++k)
 #pragma unroll
       for (int j = 0; j < W; ++j) sx += to_acc(u[k].v[j]);
   }
 #pragma unroll
-  for (int k = 0; k < kU<T> - 1; ++k) {
+  for (int k = 0; k < U - 1; ++k) {
     const long long qq = q + k * nt;
     if (qq < nv) {
       Vec<T, W> u[1];
@@ -495,7 +495,7 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
   }
 }
 
-template <typename T, int W>
+template <typename T, int W, int U>
 __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                            acc_t<T>* partial, long long rows, long long cols,
                                            long long ignore_index, double ls, acc_t<T>* red) {
@@ -509,12 +509,12 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
     const int lane = threadIdx.x & 31;
 #pragma unroll 1
     for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
-      ce_fwd_row<T, W, false>(x + row * cols, row, nv, cols, lane, 32, target, loss, stats, ignore_index, ls, red,
+      ce_fwd_row<T, W, false, U>(x + row * cols, row, nv, cols, lane, 32, target, loss, stats, ignore_index, ls, red,
                               parity, part);
   } else {
 #pragma unroll 1
     for (long long row = blockIdx.x; row < rows; row += gridDim.x)
-      ce_fwd_row<T, W, true>(x + row * cols, row, nv, cols, threadIdx.x, blockDim.x, target, loss, stats,
+      ce_fwd_row<T, W, true, U>(x + row * cols, row, nv, cols, threadIdx.x, blockDim.x, target, loss, stats,
                              ignore_index, ls, red, parity, part);
   }
   if (partial == nullptr) return;
@@ -699,11 +699,14 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const 
 // loss may be nullptr (a reduced loss needs only the partials). partial, when not nullptr, gets the block's
 // (sum of its rows' losses, rows whose target is not ignore_index) at [2 * blockIdx.x], for
 // kk_cross_entropy_reduce; deterministic for a given grid and block.
-// Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
+// U: packs loaded per thread before they are reduced (default kU); MAXR: the register cap. 64 registers give
+// 4 blocks of 256 threads per SM (80 gave 3; 2 blocks of 512 against 1 for the 65536-wide rows): 84-105% of
+// copy against 72-101% (bench/sweep_llm.py, H200; U 2 and U 8 were slower). double keeps 80 (it spills at 64).
+// Launch: block B (multiple of 32, <= 512; __maxnreg__(MAXR)), any grid, no dynamic shared memory:
 //   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, occ * SMs)
-template <typename T>
-__global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long long* target,
+template <typename T, int U = kk_sm::kU<T>, int MAXR = sizeof(T) == 8 ? 80 : 64>
+__global__ void __maxnreg__(MAXR) kk_cross_entropy_fwd(const T* logits, const long long* target,
                                                              typename kk::Acc<T>::type* loss,
                                                              typename kk::Acc<T>::type* stats,
                                                              typename kk::Acc<T>::type* partial, long long rows,
@@ -716,9 +719,9 @@ __global__ void __maxnreg__(80) kk_cross_entropy_fwd(const T* logits, const long
   kk_sm::check_block();
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(logits)))
-    kk_sm::ce_fwd_run<T, V>(logits, target, loss, stats, partial, rows, cols, ignore_index, label_smoothing, red);
+    kk_sm::ce_fwd_run<T, V, U>(logits, target, loss, stats, partial, rows, cols, ignore_index, label_smoothing, red);
   else
-    kk_sm::ce_fwd_run<T, 1>(logits, target, loss, stats, partial, rows, cols, ignore_index, label_smoothing, red);
+    kk_sm::ce_fwd_run<T, 1, U>(logits, target, loss, stats, partial, rows, cols, ignore_index, label_smoothing, red);
 }
 
 // kk_cross_entropy_reduce: the forward's block partials summed in block order (sums in A, counts in double):

@@ -61,14 +61,16 @@ class Out:
     shape: Callable[..., Sequence[int]]
     dtype: Union[str, torch.dtype, Callable[..., torch.dtype]]
 
-    def allocate(self, named: Mapping[str, Any], device: torch.device) -> torch.Tensor:
+    def allocate(self, named: Mapping[str, Any], like: torch.Tensor) -> torch.Tensor:
+        """Allocated on ``like``'s device: ``new_empty`` costs less host time than ``torch.empty(...,
+        device=...)`` (5.4 against 7.7 µs on the H200 machine, bench/hostpath.py)."""
         if isinstance(self.dtype, str):
             dtype = named[self.dtype].dtype
         elif isinstance(self.dtype, torch.dtype):
             dtype = self.dtype
         else:
             dtype = self.dtype(**named)
-        return torch.empty(tuple(self.shape(**named)), dtype=dtype, device=device)
+        return like.new_empty(tuple(self.shape(**named)), dtype=dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,7 +264,7 @@ def _generate(
         else:
             env[f"alloc{k}"] = o.allocate
             named = ", ".join(f"{n!r}: {n}" for n in arg_names)
-            body.append(f"out{k} = alloc{k}({{{named}}}, {first}.device)")
+            body.append(f"out{k} = alloc{k}({{{named}}}, {first})")
         outs.append(f"out{k}")
     # The dispatcher passes only the arguments the caller gave: schema defaults live in the signature.
     env.update({f"default_{n}": v for n, v in defaults.items()})
