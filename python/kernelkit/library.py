@@ -340,10 +340,11 @@ def _dispatcher_needed() -> bool:
 class KernelOp:
     """A registered op. Call it like a function; ``.op`` is the torch OpOverload.
 
-    A call in plain eager mode (plain tensors, no grad needed, no dispatch/function modes,
-    functorch transforms or profiler) goes straight to the backend implementation, skipping the
-    dispatcher (and, for an op with a backward, the Python autograd kernel and its redispatch);
-    everything else (autograd, torch.compile, FakeTensor, vmap, profiling) goes through ``torch.ops``.
+    A call in plain eager mode (plain tensors, no dispatch/function modes, functorch transforms or
+    profiler) goes straight to the backend implementation, skipping the dispatcher (and, for an op
+    with a backward, the Python autograd kernel and its redispatch); when an input needs grad, through
+    the op's own autograd.Function around that implementation. Everything else (torch.compile,
+    FakeTensor, vmap, profiling, grad for an op without a backward) goes through ``torch.ops``.
     """
 
     def __init__(self, qualname: str, overload: Any, doc: Optional[str], fast: Callable):
@@ -367,14 +368,15 @@ class KernelOp:
         return f"<kernelkit op {self.qualname}>"
 
 
-def _autograd_apply(qualname: str, impl: Callable, setup_context: Callable, backward: Callable) -> Callable:
+def _autograd_apply(qualname: str, impl: Callable, setup_context: Optional[Callable], backward: Callable) -> Callable:
     """``impl`` (a backend implementation, every argument given) as an autograd.Function with the op's
     formula: what torch.library.register_autograd builds, without the dispatcher around it (its Python
     autograd kernel, default filling and redispatch cost more host time than a whole op launch)."""
 
     def forward(ctx, *args):
         out = impl(*args)
-        setup_context(ctx=ctx, inputs=args, output=out)
+        if setup_context is not None:
+            setup_context(ctx=ctx, inputs=args, output=out)
         return out
 
     fn = type(
