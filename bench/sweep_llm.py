@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from sweep_common import guarded, write_results
 
 from kernelkit.bench import _gpu_median_ms, _liger_functions, _rms_norm_reference, _rope_reference, copy_bandwidth
-from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel, smem_optin
+from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel, resident_blocks, smem_optin
 
 # the modules (kernelkit.ops exports functions of the same names)
 activations = importlib.import_module("kernelkit.ops.activations")
@@ -266,7 +266,7 @@ def sweep_norm_stream(size, dtype, copy, results, liger):
         for packs in (1, 2):
             k = kernel("norms", f"{name}<{CTYPE[dtype]}, true, {packs}, 1>")
             for r in (128, 256, 512):
-                wave = max(1, k.occupancy(r, 0, 0)) * torch.cuda.get_device_properties(0).multi_processor_count
+                wave = resident_blocks(k, r, 0)
                 for label, grid in (("1 wave", wave), ("2 waves", 2 * wave), ("4 waves", 4 * wave), ("rows", rows)):
                     go = lambda: k.launch(min(grid, rows), (r, 1), (*args, rows, cols, eps))
                     y.fill_(float("nan"))
@@ -295,12 +295,7 @@ def ce_shape(u, maxr):
         k = kernel("softmax", f"kk_cross_entropy_fwd<{CTYPE[dtype]}, {u}, {maxr}>")
         nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
         block, per_block = (256, 8) if nv <= 2048 else (512, 1)
-        return (
-            k,
-            block,
-            per_block,
-            max(1, k.occupancy(block, 0, dev)) * torch.cuda.get_device_properties(dev).multi_processor_count,
-        )
+        return k, block, per_block, resident_blocks(k, block, dev)
 
     return shape
 

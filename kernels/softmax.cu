@@ -509,13 +509,13 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
     const int lane = threadIdx.x & 31;
 #pragma unroll 1
     for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
-      ce_fwd_row<T, W, false, U>(x + row * cols, row, nv, cols, lane, 32, target, loss, stats, ignore_index, ls, red,
-                              parity, part);
+      ce_fwd_row<T, W, false, U>(x + row * cols, row, nv, cols, lane, 32, target, loss, stats, ignore_index, ls,
+                                 red, parity, part);
   } else {
 #pragma unroll 1
     for (long long row = blockIdx.x; row < rows; row += gridDim.x)
       ce_fwd_row<T, W, true, U>(x + row * cols, row, nv, cols, threadIdx.x, blockDim.x, target, loss, stats,
-                             ignore_index, ls, red, parity, part);
+                                ignore_index, ls, red, parity, part);
   }
   if (partial == nullptr) return;
   // The block's partial: its teams' sums added in warp order (deterministic for a given grid and block).

@@ -745,6 +745,8 @@ def test_argument_errors(device):
         K.cross_entropy(x, torch.tensor([1, 2, 3], device=device), reduction="avg")
     with pytest.raises(ValueError, match="label_smoothing must be in"):
         K.cross_entropy(x, torch.tensor([1, 2, 3], device=device), label_smoothing=1.5)
+    with pytest.raises(ValueError, match="out_dtype must be a floating-point dtype"):
+        K.cross_entropy(x, torch.tensor([1, 2, 3], device=device), out_dtype=torch.int64)
     with pytest.raises(ValueError, match="target"):  # fewer targets than rows: never read past the end
         K.cross_entropy(x, torch.tensor([1, 2], device=device))
     with pytest.raises(ValueError, match="weight"):

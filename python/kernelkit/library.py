@@ -380,7 +380,7 @@ def _autograd_apply(qualname: str, impl: Callable, setup_context: Optional[Calla
         return out
 
     fn = type(
-        f"{qualname.replace('::', '_')}_backward",
+        qualname.replace("::", "_"),  # torch names its graph nodes "<class name>Backward"
         (torch.autograd.Function,),
         {"forward": staticmethod(forward), "backward": staticmethod(backward)},
     )
