@@ -12,11 +12,12 @@ import importlib
 import re
 
 import torch
+import torch.nn.functional as F
 from sweep_common import guarded, write_results
 
 import kernelkit
 from kernelkit import _native
-from kernelkit.bench import _gpu_median_ms, copy_bandwidth
+from kernelkit.bench import _add_rms_norm_reference, _gpu_median_ms, _rms_norm_reference, copy_bandwidth
 from kernelkit.ops import norms
 from kernelkit.ops._runtime import BLOCK, CTYPE, VEC, cdiv, sm_count
 
@@ -146,6 +147,53 @@ def sweep_norm_bwd(name, dtype, rows, cols, results):
     report(case, out, 3 * x.nbytes, results)
 
 
+# Forward fits: (packs, min blocks per SM) by element size; R = the threads that hold the row, one row per
+# block. torch.compile's float32 kernels run 512 threads per row at full occupancy (ncu, session 9).
+FWD_FITS = {2: [(2, 3), (2, 4), (1, 4)], 4: [(4, 3), (4, 4), (2, 4), (2, 3)]}
+
+
+def sweep_norm_fwd_fits(name, dtype, rows, cols, results):
+    x = torch.randn(rows, cols, dtype=dtype, device="cuda")
+    w = torch.randn(cols, dtype=dtype, device="cuda")
+    b = torch.randn(cols, dtype=dtype, device="cuda")
+    r_ = torch.randn_like(x)
+    y = torch.empty_like(x)
+    h = torch.empty_like(x)
+    st = torch.empty(rows, dtype=torch.float32, device="cuda")
+    st2 = torch.empty_like(st)
+    lib, args, nbytes = {
+        "kk_rms_norm_fwd": (lambda: norms._rms_norm(x, w, 1e-6), (x, w, y, st), 2 * x.nbytes),
+        "kk_add_rms_norm_fwd": (lambda: norms._add_rms_norm(x, r_, w, 1e-6), (x, r_, w, y, h, st), 4 * x.nbytes),
+        "kk_layer_norm_fwd": (lambda: norms._layer_norm(x, w, b, 1e-5), (x, w, b, y, st2, st), 2 * x.nbytes),
+    }[name]
+    ref = lib()[0].clone()
+    case = f"{name} fits {str(dtype)[6:]} {rows}x{cols}"
+    out = [("shipped", median_us(lib))]
+    eps = 1e-6 if "rms" in name else 1e-5
+    shape = norms._forward_shape(name, dtype, cols, 0, True)
+    launch = lambda: shape.launch(cdiv(rows, shape.per_block), (*args, rows, cols, eps))
+    out.append((f"shipped launch only, block {shape.block}", median_us(launch)))
+    for np_, minb in FWD_FITS[dtype.itemsize]:
+        r = max(32, 1 << (cdiv(cols, np_ * VEC[dtype]) - 1).bit_length())
+        if r > 512:
+            continue
+        k = variant("norms").kernel(f"{name}<{CTYPE[dtype]}, false, {np_}, {minb}>")
+        fn = lambda: k.launch(rows, (r, 1), (*args, rows, cols, eps))
+        y.zero_()
+        fn()
+        ok = close(y, ref)
+        out.append((f"NP{np_} minb {minb} R{r}{'' if ok else ' WRONG'}", median_us(fn)))
+    reference, ref_args = {
+        "kk_rms_norm_fwd": (_rms_norm_reference, (x, w)),
+        "kk_add_rms_norm_fwd": (_add_rms_norm_reference, (x, r_, w)),
+        "kk_layer_norm_fwd": (lambda x, w, b: F.layer_norm(x, (cols,), w, b, 1e-5), (x, w, b)),
+    }[name]
+    compiled = torch.compile(reference)
+    compiled(*ref_args)
+    out.append(("torch.compile (reference)", median_us(lambda: compiled(*ref_args))))
+    report(case, out, nbytes, results)
+
+
 def sweep_softmax(name, dtype, rows, cols, results):
     x = torch.randn(rows, cols, dtype=dtype, device="cuda")
     y = torch.softmax(x.float(), -1).to(dtype)
@@ -235,6 +283,9 @@ def main():
                 jobs += [(sweep_norm_fwd, n) for n in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd")]
             if "norm_bwd" in a.only:
                 jobs += [(sweep_norm_bwd, n) for n in ("kk_rms_norm_bwd", "kk_layer_norm_bwd")]
+            if "norm_fwd_fits" in a.only and cols <= 8192:
+                names = ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd")
+                jobs += [(sweep_norm_fwd_fits, n) for n in names]
             if "softmax" in a.only:
                 jobs += [(sweep_softmax, n) for n in ("kk_softmax_fwd", "kk_softmax_bwd")]
             if "ce" in a.only:

@@ -70,7 +70,12 @@ def instantiations():
         for tl in ("false", "true")
     ]
     norms += [f"kk_column_sum<{t}>" for t in TYPES]
-    norms += ["kk_layer_norm_fwd<float, false, 4, 1>"]  # the float32 LayerNorm launch (see ops/norms.py)
+    # the other forward fits of ops/norms.py (_FWD_FIT)
+    norms += ["kk_layer_norm_fwd<float, false, 4, 1>", "kk_layer_norm_fwd<float, false, 4, 3>"]
+    norms += ["kk_rms_norm_fwd<float, false, 2, 4>", "kk_rms_norm_fwd<float, false, 4, 3>"]
+    norms += [
+        f"kk_add_rms_norm_fwd<{t}, false, {p}, 3>" for t, p in (("float", 4), ("__half", 2), ("__nv_bfloat16", 2))
+    ]
     # Rows split over a cluster (SPLIT), as ops/norms.py launches them.
     np_fwd = {"float": 8, "double": 4, "__half": 4, "__nv_bfloat16": 4}
     np_bwd = {"float": 4, "double": 2, "__half": 2, "__nv_bfloat16": 2}

@@ -85,7 +85,7 @@ def report(arch):
         print(f"  {n:28s} {low:40s} regs={r:>3s} smem={s:>6s}B stack={f[0]} spill_st={f[1]} spill_ld={f[2]} lmem={lm}")
         if not regs or not frame or any(x != "0" for x in f) or lm != "0":
             bad = True
-    warn = [l for l in log.splitlines() if "warning" in l.lower()]
+    warn = [line for line in log.splitlines() if "warning" in line.lower()]
     for w in warn:
         print("  WARNING:", w)
     return not bad and not warn

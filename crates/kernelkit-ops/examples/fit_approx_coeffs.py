@@ -43,15 +43,17 @@ def main():
     # exp(r) = 1 + r + r^2 P(r), |r| <= 0.35 (a little more than ln2/2).
     xs = cheb(-0.35, 0.35, 3000)
     xs = xs[np.abs(xs) > 1e-7]
-    c, e = lawson([lambda x, j=j: x ** (j + 2) for j in range(5)],
-                  lambda x: mp.exp(mp.mpf(x)) - 1 - mp.mpf(x), xs, rel=False)
+    c, e = lawson(
+        [lambda x, j=j: x ** (j + 2) for j in range(5)], lambda x: mp.exp(mp.mpf(x)) - 1 - mp.mpf(x), xs, rel=False
+    )
     print(f"EXP_P      abs err {e:.2e}: {[f32(v) for v in c]}")
 
     # Phi(x) - 1/2 = x P(x^2), |x| <= 1.
     xs = cheb(0, 1.0, 3000)
     xs = xs[xs > 1e-6]
-    c, e = lawson([lambda x, j=j: x ** (2 * j) for j in range(6)],
-                  lambda x: mp.erf(mp.mpf(x) / mp.sqrt(2)) / 2 / mp.mpf(x), xs)
+    c, e = lawson(
+        [lambda x, j=j: x ** (2 * j) for j in range(6)], lambda x: mp.erf(mp.mpf(x) / mp.sqrt(2)) / 2 / mp.mpf(x), xs
+    )
     print(f"PHI_SMALL  rel err {e:.2e}: {[f32(v) for v in c]}")
 
     # 1 - Phi(w) = exp(-w^2/2) t S(t), t = 1/(1 + w/2), 1 <= w <= 14.5.
@@ -60,8 +62,7 @@ def main():
         return mp.erfc(w / mp.sqrt(2)) / 2 * mp.exp(w * w / 2)
 
     xs = cheb(1.0, 14.5, 4000)
-    c, e = lawson([lambda x, j=j: (1 / (1 + 0.5 * x)) ** (j + 1) for j in range(10)], r, xs,
-                  iters=800)
+    c, e = lawson([lambda x, j=j: (1 / (1 + 0.5 * x)) ** (j + 1) for j in range(10)], r, xs, iters=800)
     print(f"PHI_TAIL   rel err {e:.2e}: {[f32(v) for v in c]}")
 
 

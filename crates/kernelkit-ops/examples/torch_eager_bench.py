@@ -33,8 +33,10 @@ def report(name, ms, nbytes):
 def main():
     runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 15
     torch.manual_seed(0)
-    print(f"torch {torch.__version__} eager: {torch.get_num_threads()} threads, "
-          f"capability {torch.backends.cpu.get_cpu_capability()}, median of {runs}")
+    print(
+        f"torch {torch.__version__} eager: {torch.get_num_threads()} threads, "
+        f"capability {torch.backends.cpu.get_cpu_capability()}, median of {runs}"
+    )
     a, b, c = torch.randn(N), torch.randn(N), torch.randn(N)
     x = torch.randn(ROWS, COLS)
     bias = torch.randn(COLS)
@@ -42,13 +44,16 @@ def main():
     sz = 4
     report("a * b + c", median_ms(lambda: a * b + c, runs), 4 * sz * N)
     tmp, out = torch.empty(N), torch.empty(N)
-    report("a * b + c (out=, no alloc)",
-           median_ms(lambda: torch.add(torch.mul(a, b, out=tmp), c, out=out), runs), 4 * sz * N)
+    report(
+        "a * b + c (out=, no alloc)",
+        median_ms(lambda: torch.add(torch.mul(a, b, out=tmp), c, out=out), runs),
+        4 * sz * N,
+    )
     for approx in ["tanh", "none"]:
-        f = lambda: torch.nn.functional.gelu(x + bias, approximate=approx)  # noqa: E731
+        f = lambda approx=approx: torch.nn.functional.gelu(x + bias, approximate=approx)  # noqa: E731
         report(f"gelu(x + bias) {approx}", median_ms(f, runs), 2 * sz * N)
 
-        def bwd():
+        def bwd(approx=approx):
             v = x + bias
             g = torch.ops.aten.gelu_backward(go, v, approximate=approx)
             return g, g.sum(0)

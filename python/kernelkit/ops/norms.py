@@ -53,10 +53,19 @@ _STAT = Out(shape=_rows, dtype=_stat)
 # (NP, minimum blocks per SM in __launch_bounds__): 2 blocks cap registers at 64, which every forward
 # kernel fits without spills but LayerNorm in float32 (8 bytes).
 _FWD_PACKS = {torch.float32: 8, torch.float64: 4, torch.float16: 4, torch.bfloat16: 4}
-# (kernel, dtype) -> (up to this many columns, packs, minimum blocks) where another fit is faster: float32
-# LayerNorm rows of up to 4096 columns in 4 packs at 1 block (bench/sweep_llm.py, H200: 8 packs at 2 blocks
-# take 2% longer there but 8% less at 8192 columns, 8 bytes of spills included).
-_FWD_FIT = {("kk_layer_norm_fwd", torch.float32): (4096, 4, 1)}
+# (kernel, dtype) -> [(lo, hi, packs, minimum blocks)]: rows of lo < cols <= hi columns take that fit, where it
+# was measured faster on an H200. Fewer registers (40 at 3 blocks, 32 at 4) put more rows on each SM:
+# - float32 LayerNorm up to 4096 columns: 4 packs at 1 block (bench/sweep_llm.py: 8 packs at 2 blocks take 2%
+#   longer there);
+# - float32 beyond 2048 columns, and the 16-bit add_rms_norm: 2 to 6% faster than 8 (16-bit: 4) packs at 2
+#   blocks (bench/sweep_rows.py --only norm_fwd_fits, bench/results/h200-2026-11-22-s9/).
+_F32, _B16 = torch.float32, (torch.float16, torch.bfloat16)
+_FWD_FIT = {
+    ("kk_layer_norm_fwd", _F32): [(0, 4096, 4, 1), (4096, 8192, 4, 3)],
+    ("kk_rms_norm_fwd", _F32): [(2048, 4096, 2, 4), (4096, 8192, 4, 3)],
+    ("kk_add_rms_norm_fwd", _F32): [(2048, 8192, 4, 3)],
+    **{("kk_add_rms_norm_fwd", t): [(2048, 8192, 2, 3)] for t in _B16},
+}
 # Backward packs per tensor (kNpBwd); rows beyond 512 threads' worth stream their tail in-kernel.
 _BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
 
@@ -105,9 +114,10 @@ def _split_shape(expr: str, packs: int, dtype: torch.dtype, cols: int, dev: int)
 @functools.cache
 def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool) -> _Shape:
     """The launch of a forward kernel for rows of ``cols``."""
-    upto, packs, minb = _FWD_FIT.get((name, dtype), (0, 0, 0))
-    if cols > upto:
-        packs, minb = _FWD_PACKS[dtype], 2
+    packs, minb = _FWD_PACKS[dtype], 2
+    for lo, hi, p, m in _FWD_FIT.get((name, dtype), ()):
+        if lo < cols <= hi:
+            packs, minb = p, m
     r, y, tail = _row_block(packs, dtype, cols, vec)
     if tail:
         # Rows too long for one block's registers: split over a cluster (without the tail code every
