@@ -135,7 +135,7 @@ def sweep_gelu_bwd(dtype, copy, results):
             rpc = cdiv(ROWS, chunks)
             chunks = cdiv(ROWS, rpc)
             part = torch.empty((chunks, COLS), dtype=torch.float32, device="cuda")
-            main = lambda: k.launch((grid_x, chunks), 256, (g, x, bias, gx, part, ROWS, COLS, rpc))
+            main = lambda: k.launch((grid_x, chunks), 256, (g, x, bias, gx, part, 0, 0, ROWS, COLS, rpc))
             both = lambda: (main(), cs.launch(cdiv(COLS, 256), 256, (part, gb, chunks, COLS)))
             gx.fill_(float("nan"))
             both()
@@ -148,6 +148,12 @@ def sweep_gelu_bwd(dtype, copy, results):
             dep()
             good = same(gb, ref_gb, 5e-2)
             out.append((tag + " column sum dependent" + ("" if good else " WRONG"), median_us(dep)))
+            counters = torch.zeros(cdiv(COLS, 32), dtype=torch.int32, device="cuda")
+            fused = lambda: k.launch((grid_x, chunks), 256, (g, x, bias, gx, part, gb, counters, ROWS, COLS, rpc))
+            gb.fill_(float("nan"))
+            fused()
+            good = same(gb, ref_gb, 5e-2)
+            out.append((tag + " last chunk sums the tile" + ("" if good else " WRONG"), median_us(fused)))
     report(f"bias_gelu bwd {str(dtype)[6:]} {ROWS}x{COLS}", out, 3 * x.nbytes, copy, results)
 
 

@@ -239,8 +239,10 @@ __device__ __forceinline__ void bwd_rows(const Rows<N, W, T>& r, T* gx, const ac
 
 template <typename T, int APPROX, int W>
 __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const T* bias, T* gx, acc_t<T>* partial,
-                                                  long long rows, long long cols, long long rpc) {
+                                                  T* gbias, unsigned* tickets, long long rows, long long cols,
+                                                  long long rpc) {
   using A = acc_t<T>;
+  __shared__ bool last;
   // Rows per pipeline stage (each 2 tensors x 16 B per thread): 16-bit types 2 (at 2 blocks per SM);
   // float 1 at 4 blocks per SM (4% faster on the H200); double 1 (exp/erf registers).
   constexpr int U = sizeof(T) == 2 ? 2 : 1;
@@ -317,7 +319,26 @@ __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const
         for (int h = 1; h < rg; ++h) s += red[h * tcv * W + p];
         partial[base + p] = s;
       }
+      if (tickets == nullptr) {
+        __syncthreads();
+        continue;
+      }
+      // The tile's last chunk to finish adds the tile's partials in chunk order, as kk_column_sum would, and
+      // writes grad_bias: no second launch. Its ticket goes back to 0 for the next launch.
+      __threadfence();  // this block's partials are visible before its ticket is counted
       __syncthreads();
+      if (tid == 0) last = atomicAdd(tickets + tile, 1u) == (unsigned)(nchunks - 1);
+      __syncthreads();
+      if (last) {
+        __threadfence();
+        const long long c0 = tile * tcv * W;
+        for (int p = tid; p < npairs; p += nt) {
+          A s = A(0);
+          for (long long k = 0; k < nchunks; ++k) s += __ldcg(partial + k * cols + c0 + p);
+          gbias[c0 + p] = from_acc<T>(s);
+        }
+        if (tid == 0) tickets[tile] = 0u;
+      }
     }
   }
 }
@@ -347,6 +368,11 @@ kk_bias_gelu_fwd(const T* __restrict__ x, const T* __restrict__ bias, T* __restr
 // partial[chunk * cols + c] = sum of grad_x[r, c] over the rows r of the chunk, accumulated in Acc<T> from
 // the values as stored in grad_x (i.e. after rounding to T), in a fixed order (deterministic for a given
 // blockDim). chunk = blockIdx.y covers rows [chunk*rows_per_chunk, min(rows, (chunk+1)*rows_per_chunk)).
+// tickets != nullptr: one zeroed counter per column tile (ceil(cols / 32) always suffice: a tile is 16 packs on
+// the vector path, 32 elements on the scalar one); the last chunk of each tile to finish adds
+// the tile's partials in chunk order into grad_bias (rounded to T, bitwise what kk_column_sum gives) and sets
+// its counter back to 0, so the same counters serve the next launch in stream order. nullptr: reduce partial
+// with kk_column_sum (common.cuh); grad_bias is not written.
 // Launch: 1-D block, blockDim.x <= 256 (launch bounds; 256 recommended), 2-D grid:
 //   VEC = 8 (half, bf16), 4 (float), 1 (double)
 //   grid.x = cols % VEC == 0 && VEC > 1 ? ceil(cols / (16 * VEC)) : ceil(cols / 32)   (column tiles)
@@ -362,13 +388,15 @@ kk_bias_gelu_fwd(const T* __restrict__ x, const T* __restrict__ bias, T* __restr
 template <typename T, int APPROX>
 __global__ void __launch_bounds__(256, kk::kGeluBwdMinBlocks<T>)
 kk_bias_gelu_bwd(const T* __restrict__ grad_y, const T* __restrict__ x, const T* __restrict__ bias,
-                 T* __restrict__ grad_x, typename kk::Acc<T>::type* __restrict__ partial, long long rows,
-                 long long cols, long long rows_per_chunk) {
+                 T* __restrict__ grad_x, typename kk::Acc<T>::type* __restrict__ partial, T* __restrict__ grad_bias,
+                 unsigned* __restrict__ tickets, long long rows, long long cols, long long rows_per_chunk) {
   kk::pdl_trigger();  // kk_column_sum, launched dependent, may be scheduled now; it waits for this grid
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   constexpr int V = kk::kGeluVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(grad_y) | kk::addr(x) | kk::addr(bias) | kk::addr(grad_x)))
-    kk::bias_gelu_bwd_run<T, APPROX, V>(grad_y, x, bias, grad_x, partial, rows, cols, rows_per_chunk);
+    kk::bias_gelu_bwd_run<T, APPROX, V>(grad_y, x, bias, grad_x, partial, grad_bias, tickets, rows, cols,
+                                        rows_per_chunk);
   else
-    kk::bias_gelu_bwd_run<T, APPROX, 1>(grad_y, x, bias, grad_x, partial, rows, cols, rows_per_chunk);
+    kk::bias_gelu_bwd_run<T, APPROX, 1>(grad_y, x, bias, grad_x, partial, grad_bias, tickets, rows, cols,
+                                        rows_per_chunk);
 }

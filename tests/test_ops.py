@@ -260,14 +260,40 @@ def test_bias_gelu_kernels_are_correct_for_any_grid(rows, cols):
         fwd.launch(grid, block, (x, b, y, rows, cols))
         torch.testing.assert_close(y.cpu(), ref, atol=1e-5, rtol=1e-5)
     for grid, rpc in [((1, 1), 1), ((2, 3), 5), ((9, 70), 3), ((1, 1), 1000)]:
-        gx = torch.full_like(x, float("nan"))
         chunks = cdiv(rows, rpc)
         part = torch.empty(chunks, cols, device="cuda")
-        bwd.launch(grid, 256, (g, x, b, gx, part, rows, cols, rpc))
+        # grad_bias from the partials by kk_column_sum, then by the kernel itself (its tile counters)
+        gx = torch.full_like(x, float("nan"))
+        bwd.launch(grid, 256, (g, x, b, gx, part, 0, 0, rows, cols, rpc))
         gb = torch.empty_like(b)
         column_sum.launch(cdiv(cols, 256), 256, (part, gb, chunks, cols))
         torch.testing.assert_close(gx.cpu(), ref_gx, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(gb.cpu(), ref_gb, atol=1e-4, rtol=1e-4)
+        counters = torch.zeros(cdiv(cols, 32), dtype=torch.int32, device="cuda")
+        gb_in_kernel = torch.full_like(b, float("nan"))
+        for _ in range(2):  # the counters are back at 0 for the second launch
+            bwd.launch(grid, 256, (g, x, b, gx, part, gb_in_kernel, counters, rows, cols, rpc))
+            assert torch.equal(gb_in_kernel, gb)
+            assert not counters.any()
+
+
+@gpu
+def test_bias_gelu_backward_on_concurrent_streams():
+    """The backward's tile counters are per stream: launches on two streams at once each get the grad_bias
+    of the default stream's run, bitwise."""
+    x, b = rand(4096, 1024, device="cuda"), rand(1024, device="cuda")
+    grads = [rand(4096, 1024, device="cuda") for _ in range(2)]
+    want = [K.bias_gelu_backward(g, x, b, "tanh")[1] for g in grads]
+    streams = [torch.cuda.Stream() for _ in grads]
+    torch.cuda.synchronize()
+    got = [[], []]
+    for _ in range(4):
+        for i, (s, g) in enumerate(zip(streams, grads)):
+            with torch.cuda.stream(s):
+                got[i].append(K.bias_gelu_backward(g, x, b, "tanh")[1])
+    torch.cuda.synchronize()
+    for w, runs in zip(want, got):
+        assert all(torch.equal(r, w) for r in runs)
 
 
 @gpu

@@ -65,6 +65,20 @@ def resident_blocks(k: Kernel, block: int, device: int, shared_mem: int = 0) -> 
     return max(1, k.occupancy(block, shared_mem, device)) * sm_count(device)
 
 
+_tickets: Dict[Tuple[int, int], torch.Tensor] = {}
+
+
+def tickets(device: int, n: int) -> torch.Tensor:
+    """At least ``n`` zeroed 32-bit counters on ``device`` for a kernel whose last block to finish a piece of
+    work does its final step and sets that counter back to 0 (kernels/gelu.cu). One set per (device, current
+    stream): launches in one stream's order reuse it, launches on other streams get their own."""
+    key = (device, torch._C._cuda_getCurrentRawStream(device))
+    t = _tickets.get(key)
+    if t is None or t.numel() < n:
+        t = _tickets[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=torch.device("cuda", device))
+    return t
+
+
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     """The accumulation dtype of the kernels (kk::Acc<T>): float64 for float64, else float32."""
     return torch.float64 if dtype == torch.float64 else torch.float32

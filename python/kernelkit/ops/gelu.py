@@ -8,7 +8,7 @@ import torch
 
 from kernelkit import _native
 from kernelkit.library import TensorSpec, like, op
-from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, acc_dtype, cdiv, kernel, resident_blocks
+from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, acc_dtype, cdiv, kernel, resident_blocks, tickets
 
 _APPROX = {"tanh": 1, "none": 0}
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
@@ -60,7 +60,8 @@ def _backward_cuda(grad, x, bias, approximate, grad_x, grad_bias):
     if rows == 0 or cols == 0:
         grad_bias.zero_()
         return
-    k, column_sum, blocks = _backward_kernels(x.dtype, mode, x.get_device())
+    dev = x.get_device()
+    k, blocks = _backward_kernels(x.dtype, mode, dev)
     # Launch shape from kernels/gelu.cu: column tiles of 16 vectors; enough row chunks for one full wave
     # of blocks (float32: two), at most 64 so the partial sums stay small.
     vec = 16 // x.element_size() if x.dtype != torch.float64 else 1
@@ -69,17 +70,18 @@ def _backward_cuda(grad, x, bias, approximate, grad_x, grad_bias):
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)
     partial = torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device)
-    k.launch((grid_x, chunks), BLOCK, (grad, x, bias, grad_x, partial, rows, cols, rows_per_chunk))
-    column_sum.launch(cdiv(cols, BLOCK), BLOCK, (partial, grad_bias, chunks, cols), dependent=True)
+    # The last row chunk of each column tile to finish sums the tile's partials into grad_bias: no second
+    # kernel. One counter per tile; tiles are at least 32 columns on either path of the kernel.
+    args = (grad, x, bias, grad_x, partial, grad_bias, tickets(dev, cdiv(cols, 32)), rows, cols, rows_per_chunk)
+    k.launch((grid_x, chunks), BLOCK, args)
 
 
 @functools.cache
 def _backward_kernels(dtype: torch.dtype, mode: int, dev: int):
-    """(backward kernel, its column-sum kernel, blocks in the waves the backward fills: two for float32,
-    2% faster on the H200, else one)."""
+    """(backward kernel, blocks in the waves it fills: two for float32, 2% faster on the H200, else one)."""
     k = kernel("gelu", f"kk_bias_gelu_bwd<{CTYPE[dtype]}, {mode}>")
     waves = 2 if dtype == torch.float32 else 1
-    return k, kernel("gelu", f"kk_column_sum<{CTYPE[dtype]}>"), waves * resident_blocks(k, BLOCK, dev)
+    return k, waves * resident_blocks(k, BLOCK, dev)
 
 
 def _backward_cpu(grad, x, bias, approximate, grad_x, grad_bias):
