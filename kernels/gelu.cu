@@ -323,7 +323,7 @@ __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const
         __syncthreads();
         continue;
       }
-      // The tile's last chunk to finish adds the tile's partials in chunk order, as kk_column_sum would, and
+      // The tile's last chunk to finish adds the tile's partials in chunk order and
       // writes grad_bias: no second launch. Its ticket goes back to 0 for the next launch.
       __threadfence();  // this block's partials are visible before its ticket is counted
       __syncthreads();
@@ -370,7 +370,7 @@ kk_bias_gelu_fwd(const T* __restrict__ x, const T* __restrict__ bias, T* __restr
 // blockDim). chunk = blockIdx.y covers rows [chunk*rows_per_chunk, min(rows, (chunk+1)*rows_per_chunk)).
 // tickets != nullptr: one zeroed counter per column tile (ceil(cols / 32) always suffice: a tile is 16 packs on
 // the vector path, 32 elements on the scalar one); the last chunk of each tile to finish adds
-// the tile's partials in chunk order into grad_bias (rounded to T, bitwise what kk_column_sum gives) and sets
+// the tile's partials in chunk order into grad_bias (rounded to T) and sets
 // its counter back to 0, so the same counters serve the next launch in stream order. nullptr: reduce partial
 // with kk_column_sum (common.cuh); grad_bias is not written.
 // Launch: 1-D block, blockDim.x <= 256 (launch bounds; 256 recommended), 2-D grid:

@@ -270,11 +270,32 @@ def test_bias_gelu_kernels_are_correct_for_any_grid(rows, cols):
         torch.testing.assert_close(gx.cpu(), ref_gx, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(gb.cpu(), ref_gb, atol=1e-4, rtol=1e-4)
         counters = torch.zeros(cdiv(cols, 32), dtype=torch.int32, device="cuda")
-        gb_in_kernel = torch.full_like(b, float("nan"))
+        runs = []
         for _ in range(2):  # the counters are back at 0 for the second launch
-            bwd.launch(grid, 256, (g, x, b, gx, part, gb_in_kernel, counters, rows, cols, rpc))
-            assert torch.equal(gb_in_kernel, gb)
+            runs.append(torch.full_like(b, float("nan")))
+            bwd.launch(grid, 256, (g, x, b, gx, part, runs[-1], counters, rows, cols, rpc))
             assert not counters.any()
+        torch.testing.assert_close(runs[0].cpu(), ref_gb, atol=1e-4, rtol=1e-4)
+        assert torch.equal(runs[0], runs[1])
+
+
+@gpu
+@pytest.mark.parametrize("chunks,cols", [(0, 5), (1, 33), (263, 4096), (70, 1000), (9, 31)])
+def test_column_sum_for_any_launch(chunks, cols):
+    """kk_column_sum adds each column of the partials for any block (lanes of chunks per column) and grid
+    (grid-stride over 32-column tiles), the same bits for a given block."""
+    from kernelkit.ops._runtime import cdiv, kernel
+
+    column_sum = kernel("norms", "kk_column_sum<__nv_bfloat16>")
+    part = rand(chunks, cols, device="cuda")
+    want = part.double().sum(0).to(torch.bfloat16).cpu()
+    for grid, block in [(cdiv(cols, 32), 256), (1, 32), (3, 96), (cdiv(cols, 32), 1024)]:
+        outs = []
+        for _ in range(2):
+            outs.append(torch.full((cols,), float("nan"), dtype=torch.bfloat16, device="cuda"))
+            column_sum.launch(grid, block, (part, outs[-1], chunks, cols))
+        torch.testing.assert_close(outs[0].cpu(), want, atol=1e-2, rtol=1e-2)
+        assert torch.equal(outs[0], outs[1])
 
 
 @gpu

@@ -187,7 +187,7 @@ def _launch_backward(
     partials = [torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device) for _ in grads]
     shape.launch(chunks, (*head, gx, *partials, rows, cols, rows_per_chunk))
     for p, g in zip(partials, grads):
-        column_sum.launch(cdiv(cols, BLOCK), BLOCK, (p, g, chunks, cols), dependent=True)
+        column_sum.launch(cdiv(cols, 32), BLOCK, (p, g, chunks, cols), dependent=True)
 
 
 # ---------------------------------------------------------------- rms_norm
