@@ -122,38 +122,25 @@ def sweep_gelu_bwd(dtype, copy, results):
     gx = torch.empty_like(x)
     gb = torch.empty_like(bias)
     tile_line = r"W > 1 \? 16 : 32"
-    # column tile width (packs) x row chunks (one or two waves); "alone": without the column-sum launch;
-    # "dependent": the column sum launched with programmatic dependent launch
+    # column tile width (packs) x row chunks (one or two waves); grad_bias summed in-kernel by the last chunk
+    # of each tile (the column-sum launch these variants once had is gone: bench/NOTES.md, session 9)
     for tcv in (16, 32):
-        mod = variant("gelu", "ld.nc", ((tile_line, f"W > 1 ? {tcv} : 32"),))
-        k = mod.kernel(f"kk_bias_gelu_bwd<{ct}, 1>")
-        cs = mod.kernel(f"kk_column_sum<{ct}>")
+        k = variant("gelu", "ld.nc", ((tile_line, f"W > 1 ? {tcv} : 32"),)).kernel(f"kk_bias_gelu_bwd<{ct}, 1>")
         occ = max(1, k.occupancy(256, 0, 0))
         grid_x = cdiv(COLS, tcv * VEC[dtype])
+        counters = torch.zeros(cdiv(COLS, 32), dtype=torch.int32, device="cuda")
         for waves in (1, 2):
             chunks = max(1, waves * occ * sms // grid_x)
             rpc = cdiv(ROWS, chunks)
             chunks = cdiv(ROWS, rpc)
             part = torch.empty((chunks, COLS), dtype=torch.float32, device="cuda")
-            main = lambda: k.launch((grid_x, chunks), 256, (g, x, bias, gx, part, 0, 0, ROWS, COLS, rpc))
-            both = lambda: (main(), cs.launch(cdiv(COLS, 256), 256, (part, gb, chunks, COLS)))
+            run = lambda: k.launch((grid_x, chunks), 256, (g, x, bias, gx, part, gb, counters, ROWS, COLS, rpc))
             gx.fill_(float("nan"))
-            both()
+            gb.fill_(float("nan"))
+            run()
             good = same(gx, ref_gx, 1e-2) and same(gb, ref_gb, 5e-2)
             tag = f"tile {tcv} packs occ{occ} grid {grid_x}x{chunks} ({grid_x * chunks / (occ * sms):.2f} waves)"
-            out.append((tag + ("" if good else " WRONG"), median_us(both)))
-            out.append((tag + " alone", median_us(main)))
-            dep = lambda: (main(), cs.launch(cdiv(COLS, 256), 256, (part, gb, chunks, COLS), dependent=True))
-            gb.fill_(float("nan"))
-            dep()
-            good = same(gb, ref_gb, 5e-2)
-            out.append((tag + " column sum dependent" + ("" if good else " WRONG"), median_us(dep)))
-            counters = torch.zeros(cdiv(COLS, 32), dtype=torch.int32, device="cuda")
-            fused = lambda: k.launch((grid_x, chunks), 256, (g, x, bias, gx, part, gb, counters, ROWS, COLS, rpc))
-            gb.fill_(float("nan"))
-            fused()
-            good = same(gb, ref_gb, 5e-2)
-            out.append((tag + " last chunk sums the tile" + ("" if good else " WRONG"), median_us(fused)))
+            out.append((tag + ("" if good else " WRONG"), median_us(run)))
     report(f"bias_gelu bwd {str(dtype)[6:]} {ROWS}x{COLS}", out, 3 * x.nbytes, copy, results)
 
 

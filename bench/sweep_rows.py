@@ -13,7 +13,7 @@ import re
 
 import torch
 import torch.nn.functional as F
-from sweep_common import guarded, write_results
+from sweep_common import guarded, norm_forward, write_results
 
 import kernelkit
 from kernelkit import _native
@@ -54,19 +54,7 @@ def close(a, b):
 
 
 def sweep_norm_fwd(name, dtype, rows, cols, results):
-    x = torch.randn(rows, cols, dtype=dtype, device="cuda")
-    r = torch.randn_like(x)
-    w = torch.randn(cols, dtype=dtype, device="cuda")
-    b = torch.randn(cols, dtype=dtype, device="cuda")
-    y = torch.empty_like(x)
-    h = torch.empty_like(x)
-    st = torch.empty(rows, dtype=torch.float32, device="cuda")
-    st2 = torch.empty_like(st)
-    lib, args, nbytes = {
-        "kk_rms_norm_fwd": (lambda: norms._rms_norm(x, w, 1e-6), (x, w, y, st), 2 * x.nbytes),
-        "kk_add_rms_norm_fwd": (lambda: norms._add_rms_norm(x, r, w, 1e-6), (x, r, w, y, h, st), 4 * x.nbytes),
-        "kk_layer_norm_fwd": (lambda: norms._layer_norm(x, w, b, 1e-5), (x, w, b, y, st2, st), 2 * x.nbytes),
-    }[name]
+    lib, args, eps, y, _, nbytes = norm_forward(name, dtype, rows, cols)
     ref = lib()[0]
     case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
     out = [("shipped", median_us(lib))]
@@ -88,7 +76,7 @@ def sweep_norm_fwd(name, dtype, rows, cols, results):
                 wave = occ_wave(k, rr)
                 for gname, grid in (("full", rows), ("1wave", wave), ("2wave", 2 * wave), ("4wave", 4 * wave)):
                     grid = min(grid, rows)
-                    fn = lambda: k.launch(grid, (rr, 1), (*args, rows, cols, 1e-6 if "rms" in name else 1e-5))
+                    fn = lambda: k.launch(grid, (rr, 1), (*args, rows, cols, eps))
                     fn()
                     ok = close(y, ref)
                     t = median_us(fn)
@@ -153,29 +141,16 @@ FWD_FITS = {2: [(2, 3), (2, 4), (1, 4)], 4: [(4, 3), (4, 4), (2, 4), (2, 3)]}
 
 
 def sweep_norm_fwd_fits(name, dtype, rows, cols, results):
-    x = torch.randn(rows, cols, dtype=dtype, device="cuda")
-    w = torch.randn(cols, dtype=dtype, device="cuda")
-    b = torch.randn(cols, dtype=dtype, device="cuda")
-    r_ = torch.randn_like(x)
-    y = torch.empty_like(x)
-    h = torch.empty_like(x)
-    st = torch.empty(rows, dtype=torch.float32, device="cuda")
-    st2 = torch.empty_like(st)
-    lib, args, nbytes = {
-        "kk_rms_norm_fwd": (lambda: norms._rms_norm(x, w, 1e-6), (x, w, y, st), 2 * x.nbytes),
-        "kk_add_rms_norm_fwd": (lambda: norms._add_rms_norm(x, r_, w, 1e-6), (x, r_, w, y, h, st), 4 * x.nbytes),
-        "kk_layer_norm_fwd": (lambda: norms._layer_norm(x, w, b, 1e-5), (x, w, b, y, st2, st), 2 * x.nbytes),
-    }[name]
+    lib, args, eps, y, inputs, nbytes = norm_forward(name, dtype, rows, cols)
     ref = lib()[0].clone()
     case = f"{name} fits {str(dtype)[6:]} {rows}x{cols}"
     out = [("shipped", median_us(lib))]
-    eps = 1e-6 if "rms" in name else 1e-5
     shape = norms._forward_shape(name, dtype, cols, 0, True)
     launch = lambda: shape.launch(cdiv(rows, shape.per_block), (*args, rows, cols, eps))
     out.append((f"shipped launch only, block {shape.block}", median_us(launch)))
     for np_, minb in FWD_FITS[dtype.itemsize]:
-        r = max(32, 1 << (cdiv(cols, np_ * VEC[dtype]) - 1).bit_length())
-        if r > 512:
+        r, _, tail = norms._row_block(np_, dtype, cols, True)
+        if tail:
             continue
         k = variant("norms").kernel(f"{name}<{CTYPE[dtype]}, false, {np_}, {minb}>")
         fn = lambda: k.launch(rows, (r, 1), (*args, rows, cols, eps))
@@ -183,14 +158,14 @@ def sweep_norm_fwd_fits(name, dtype, rows, cols, results):
         fn()
         ok = close(y, ref)
         out.append((f"NP{np_} minb {minb} R{r}{'' if ok else ' WRONG'}", median_us(fn)))
-    reference, ref_args = {
-        "kk_rms_norm_fwd": (_rms_norm_reference, (x, w)),
-        "kk_add_rms_norm_fwd": (_add_rms_norm_reference, (x, r_, w)),
-        "kk_layer_norm_fwd": (lambda x, w, b: F.layer_norm(x, (cols,), w, b, 1e-5), (x, w, b)),
+    reference = {
+        "kk_rms_norm_fwd": _rms_norm_reference,
+        "kk_add_rms_norm_fwd": _add_rms_norm_reference,
+        "kk_layer_norm_fwd": lambda x, w, b: F.layer_norm(x, (cols,), w, b, 1e-5),
     }[name]
     compiled = torch.compile(reference)
-    compiled(*ref_args)
-    out.append(("torch.compile (reference)", median_us(lambda: compiled(*ref_args))))
+    compiled(*inputs)
+    out.append(("torch.compile (reference)", median_us(lambda: compiled(*inputs))))
     report(case, out, nbytes, results)
 
 

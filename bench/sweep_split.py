@@ -10,7 +10,7 @@ output is checked against the shipped op's; CUDA-event medians. Writes JSON with
 import argparse
 
 import torch
-from sweep_common import write_results
+from sweep_common import norm_forward, write_results
 
 from kernelkit.bench import _gpu_median_ms, copy_bandwidth
 from kernelkit.ops import norms
@@ -28,17 +28,7 @@ def close(a, b):
 
 
 def forward(name, dtype, results):
-    x = torch.randn(ROWS, COLS, dtype=dtype, device="cuda")
-    r = torch.randn_like(x)
-    w = torch.randn(COLS, dtype=dtype, device="cuda")
-    b = torch.randn(COLS, dtype=dtype, device="cuda")
-    y, h = torch.empty_like(x), torch.empty_like(x)
-    st, st2 = (torch.empty(ROWS, dtype=torch.float32, device="cuda") for _ in range(2))
-    lib, args, nbytes = {
-        "kk_rms_norm_fwd": (lambda: norms._rms_norm(x, w, 1e-6), (x, w, y, st), 2 * x.nbytes),
-        "kk_add_rms_norm_fwd": (lambda: norms._add_rms_norm(x, r, w, 1e-6), (x, r, w, y, h, st), 4 * x.nbytes),
-        "kk_layer_norm_fwd": (lambda: norms._layer_norm(x, w, b, 1e-5), (x, w, b, y, st2, st), 2 * x.nbytes),
-    }[name]
+    lib, args, eps, y, _, nbytes = norm_forward(name, dtype, ROWS, COLS)
     ref = lib()[0].clone()
     case = f"{name} {str(dtype)[6:]}"
     out = [("shipped", median_us(lib))]
@@ -50,7 +40,7 @@ def forward(name, dtype, results):
             continue
         clusters = k.max_active_clusters((rt, 1), (1, ctas, 1))
         for label, grid in [("per row", ROWS)] + [(f"persistent x{m}", m * clusters) for m in (1, 2)]:
-            go = lambda: k.launch((grid, ctas), (rt, 1), (*args, ROWS, COLS, 1e-6), cluster=(1, ctas, 1))
+            go = lambda: k.launch((grid, ctas), (rt, 1), (*args, ROWS, COLS, eps), cluster=(1, ctas, 1))
             y.zero_()
             go()
             ok = close(y, ref)

@@ -319,12 +319,8 @@ __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const
         for (int h = 1; h < rg; ++h) s += red[h * tcv * W + p];
         partial[base + p] = s;
       }
-      if (tickets == nullptr) {
-        __syncthreads();
-        continue;
-      }
-      // The tile's last chunk to finish adds the tile's partials in chunk order and
-      // writes grad_bias: no second launch. Its ticket goes back to 0 for the next launch.
+      // The tile's last chunk to finish adds the tile's partials in chunk order and writes grad_bias: no
+      // second launch. Its ticket goes back to 0 for the next launch.
       __threadfence();  // this block's partials are visible before its ticket is counted
       __syncthreads();
       if (tid == 0) last = atomicAdd(tickets + tile, 1u) == (unsigned)(nchunks - 1);
@@ -368,11 +364,10 @@ kk_bias_gelu_fwd(const T* __restrict__ x, const T* __restrict__ bias, T* __restr
 // partial[chunk * cols + c] = sum of grad_x[r, c] over the rows r of the chunk, accumulated in Acc<T> from
 // the values as stored in grad_x (i.e. after rounding to T), in a fixed order (deterministic for a given
 // blockDim). chunk = blockIdx.y covers rows [chunk*rows_per_chunk, min(rows, (chunk+1)*rows_per_chunk)).
-// tickets != nullptr: one zeroed counter per column tile (ceil(cols / 32) always suffice: a tile is 16 packs on
-// the vector path, 32 elements on the scalar one); the last chunk of each tile to finish adds
-// the tile's partials in chunk order into grad_bias (rounded to T) and sets
-// its counter back to 0, so the same counters serve the next launch in stream order. nullptr: reduce partial
-// with kk_column_sum (common.cuh); grad_bias is not written.
+// tickets: one zeroed counter per column tile (ceil(cols / 32) always suffice: a tile is 16 packs on the vector
+// path, 32 elements on the scalar one). The last chunk of each tile to finish adds the tile's partials in chunk
+// order into grad_bias (rounded to T) and sets its counter back to 0, so the same counters serve the next
+// launch in stream order.
 // Launch: 1-D block, blockDim.x <= 256 (launch bounds; 256 recommended), 2-D grid:
 //   VEC = 8 (half, bf16), 4 (float), 1 (double)
 //   grid.x = cols % VEC == 0 && VEC > 1 ? ceil(cols / (16 * VEC)) : ceil(cols / 32)   (column tiles)
@@ -390,7 +385,6 @@ __global__ void __launch_bounds__(256, kk::kGeluBwdMinBlocks<T>)
 kk_bias_gelu_bwd(const T* __restrict__ grad_y, const T* __restrict__ x, const T* __restrict__ bias,
                  T* __restrict__ grad_x, typename kk::Acc<T>::type* __restrict__ partial, T* __restrict__ grad_bias,
                  unsigned* __restrict__ tickets, long long rows, long long cols, long long rows_per_chunk) {
-  kk::pdl_trigger();  // kk_column_sum, launched dependent, may be scheduled now; it waits for this grid
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   constexpr int V = kk::kGeluVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(grad_y) | kk::addr(x) | kk::addr(bias) | kk::addr(grad_x)))
