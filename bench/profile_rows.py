@@ -1,54 +1,46 @@
-"""Runs one call of each row kernel worth profiling, for Nsight Compute:
+"""Runs one call of each benchmark case worth profiling, for Nsight Compute:
 
-    ncu --profile-from-start off --section SpeedOfLight --section WarpStateStats ... python3 bench/profile_rows.py
+    ncu --profile-from-start off --section SpeedOfLight --section WarpStateStats ... \
+        python3 bench/profile_rows.py layer_norm:bfloat16:32768x8192 softmax:bfloat16:32768x8192
 
-Every implementation (kernelkit, torch.compile) is warmed up first, outside the profiled range, so the capture
-holds only the timed kernels: kernelkit's, and the Triton kernels torch.compile generated for the same math.
+A case is NAME:DTYPE:ROWSxCOLS, NAME being a `kernelkit bench` case. Every implementation of the case
+(kernelkit, torch.compile of the reference, Liger where installed; --impls picks) is warmed up first,
+outside the profiled range, so the capture holds only the timed kernels, each in an NVTX range named
+after the case and implementation.
 """
 
 import argparse
 
 import torch
-import torch.nn.functional as F
 
-import kernelkit.ops as K
-from kernelkit.bench import _rms_norm_reference
+from kernelkit import bench
 
 
-def cases(size, dtype):
-    x = torch.randn(*size, device="cuda", dtype=dtype)
-    g = torch.randn_like(x)
-    w = torch.randn(size[1], device="cuda", dtype=dtype)
-    b = torch.randn(size[1], device="cuda", dtype=dtype)
-    rms_c = torch.compile(_rms_norm_reference)
-    ln_ref = lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)  # noqa: E731
-    ln_c = torch.compile(ln_ref)
-    xg = x.detach().requires_grad_()
-    y_kk = K.rms_norm(xg, w, 1e-6)
-    y_c = rms_c(xg, w)
-    return {
-        "rms_norm kernelkit": lambda: K.rms_norm(x, w, 1e-6),
-        "rms_norm torch.compile": lambda: rms_c(x, w),
-        "layer_norm kernelkit": lambda: K.layer_norm(x, w, b, 1e-5),
-        "layer_norm torch.compile": lambda: ln_c(x, w, b),
-        "rms_norm_backward kernelkit": lambda: torch.autograd.grad(y_kk, xg, g, retain_graph=True),
-        "rms_norm_backward torch.compile": lambda: torch.autograd.grad(y_c, xg, g, retain_graph=True),
-    }
+def calls(spec, impls):
+    name, dtype, size = spec.split(":")
+    (case,) = bench.op_cases([name], group="all")
+    if case.setup is not None:
+        case.setup()
+    size = tuple(int(v) for v in size.split("x"))
+    inputs = case.make(size, getattr(torch, dtype), "cuda")
+    fns = dict(case.impls)
+    if case.compile_reference in fns:
+        fns["torch.compile"] = torch.compile(fns[case.compile_reference], dynamic=False)
+    out = []
+    for impl, fn in fns.items():
+        if impls and impl not in impls:
+            continue
+        call = case.prepare(fn, inputs) if case.prepare else (lambda fn=fn: fn(*inputs))
+        out.append((f"{spec} {impl}", call))
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", nargs="*", default=["32768x4096"])
-    ap.add_argument("--dtypes", nargs="*", default=["float32", "bfloat16"])
-    ap.add_argument("--only", nargs="*", help="substrings of the case names to run")
+    ap.add_argument("cases", nargs="+", help="NAME:DTYPE:ROWSxCOLS")
+    ap.add_argument("--impls", nargs="*", default=["kernelkit", "torch.compile", "liger"])
     a = ap.parse_args()
-    runs = []
-    for s in a.sizes:
-        size = tuple(int(v) for v in s.split("x"))
-        for d in a.dtypes:
-            for label, fn in cases(size, getattr(torch, d)).items():
-                if not a.only or any(o in label for o in a.only):
-                    runs.append((f"{label} {d} {s}", fn))
+    runs = [r for spec in a.cases for r in calls(spec, a.impls)]
     for _, fn in runs:
         for _ in range(3):
             fn()

@@ -137,7 +137,7 @@ def sweep_norm_bwd(name, dtype, rows, cols, results):
 
 # Forward fits: (packs, min blocks per SM) by element size; R = the threads that hold the row, one row per
 # block. torch.compile's float32 kernels run 512 threads per row at full occupancy (ncu, session 9).
-FWD_FITS = {2: [(2, 3), (2, 4), (1, 4)], 4: [(4, 3), (4, 4), (2, 4), (2, 3)]}
+FWD_FITS = {2: [(4, 1), (2, 2), (2, 3), (2, 4), (1, 4)], 4: [(4, 1), (4, 2), (4, 3), (2, 2), (2, 3), (2, 4)]}
 
 
 def sweep_norm_fwd_fits(name, dtype, rows, cols, results):
@@ -247,6 +247,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--only", nargs="*", default=["norm_bwd", "softmax", "ce"])
+    ap.add_argument("--kernels", nargs="*", help="substrings of the kernel names to sweep (default: all)")
     a = ap.parse_args()
     COPY[0] = copy_bandwidth()
     print(f"copy {COPY[0]:.0f} GB/s", flush=True)
@@ -265,6 +266,7 @@ def main():
                 jobs += [(sweep_softmax, n) for n in ("kk_softmax_fwd", "kk_softmax_bwd")]
             if "ce" in a.only:
                 jobs += [(sweep_ce, n) for n in ("kk_cross_entropy_fwd", "kk_cross_entropy_bwd")]
+            jobs = [(fn, n) for fn, n in jobs if not a.kernels or any(k in n for k in a.kernels)]
             for fn, n in jobs:
                 guarded(f"{n} {dtype} {rows}x{cols}", lambda: fn(n, dtype, rows, cols, results))
     if a.out:

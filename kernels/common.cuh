@@ -111,9 +111,8 @@ template <typename A> __device__ __forceinline__ A load_cluster(const A* p, unsi
 #endif
 }
 
-// N values reduced across the CTAs of a split row (SPLIT; otherwise a no-op), merged in rank order
-// (deterministic, identical in every CTA). `v` holds this CTA's values in every thread (one row per CTA).
-// operator()(v) sums; operator()(v, merge) applies merge(acc, other) (both A[N]) for ranks 1, 2, ...
+// N values summed across the CTAs of a split row (SPLIT; otherwise a no-op), in rank order (deterministic,
+// identical in every CTA). `v` holds this CTA's values in every thread (one row per CTA).
 // Two slots alternate so that one cluster barrier per call suffices: a slot is rewritten two calls
 // later, after the barrier of the call in between, which every CTA reaches only when done reading it.
 // The kernel calls finish() before it exits, so that no CTA leaves while another may still read its
@@ -121,7 +120,7 @@ template <typename A> __device__ __forceinline__ A load_cluster(const A* p, unsi
 template <int N, typename A, bool SPLIT> struct ClusterReduce {
   A* slots;  // __shared__ A[2 * N]
   int parity = 0;
-  template <typename F> __device__ __forceinline__ void operator()(A (&v)[N], F&& merge) {
+  __device__ __forceinline__ void operator()(A (&v)[N]) {
     if constexpr (SPLIT) {
       A* const slot = slots + parity * N;
       if (threadIdx.x == 0) {
@@ -133,19 +132,11 @@ template <int N, typename A, bool SPLIT> struct ClusterReduce {
 #pragma unroll
       for (int i = 0; i < N; ++i) v[i] = load_cluster(slot + i, 0);
       for (unsigned r = 1; r < n; ++r) {
-        A o[N];
 #pragma unroll
-        for (int i = 0; i < N; ++i) o[i] = load_cluster(slot + i, r);
-        merge(v, o);
+        for (int i = 0; i < N; ++i) v[i] += load_cluster(slot + i, r);
       }
       parity ^= 1;
     }
-  }
-  __device__ __forceinline__ void operator()(A (&v)[N]) {
-    (*this)(v, [](A(&acc)[N], const A(&o)[N]) {
-#pragma unroll
-      for (int i = 0; i < N; ++i) acc[i] += o[i];
-    });
   }
   __device__ __forceinline__ void finish() const {
     if constexpr (SPLIT) cluster_barrier();

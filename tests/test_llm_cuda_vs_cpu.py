@@ -72,6 +72,32 @@ def test_norms(dtype, cols, offset):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", [1, 64, 2048, 4097, 8192, 65536])
+def test_layer_norm_rows_far_from_zero_mean(dtype, cols):
+    """The one-pass variance (16-bit rows in one CTA) stands where the mean is small against the spread and
+    gives way to the two-pass one elsewhere: rows on both sides, mixed in one warp and one block, agree with
+    a float64 reference and with the CPU."""
+    rows = 64
+    offsets = torch.tensor([0.0, 0.5, 0.99, 1.01, 3.0, 100.0, -1000.0, 0.0], dtype=torch.float64).repeat(rows // 8)
+    x64 = torch.randn(rows, cols, dtype=torch.float64) + offsets[:, None]
+    x = x64.to(dtype).cuda()
+    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
+    (y, mean, rstd), (yc, _, rstdc) = both(lambda *a: norms._layer_norm(*a, 1e-5), x, w, b)
+    xr = x.cpu().double()
+    ref = torch.nn.functional.layer_norm(xr, (cols,), w.cpu().double(), b.cpu().double(), 1e-5)
+    acc = torch.float32 if dtype != torch.float64 else dtype
+    for o in offsets.unique().tolist():
+        rows_o = offsets == o
+        # Accumulating in A, any implementation's mean is off by about |mean| * eps(A), and y by that over the
+        # spread (1 here): the tolerance grows with the offset.
+        f = 2 * max(1.0, abs(o))
+        agree(y.cpu()[rows_o], ref[rows_o], dtype, f)
+        agree(y.cpu()[rows_o], yc[rows_o], dtype, f)
+        agree(rstd.cpu()[rows_o], rstdc[rows_o], acc, 2 * f)
+    torch.testing.assert_close(mean.cpu().double(), xr.mean(-1), atol=TOL[acc], rtol=TOL[acc])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", WIDTHS)
 @pytest.mark.parametrize("offset", [0, 1])
 def test_softmax_and_cross_entropy(dtype, cols, offset):
