@@ -3,11 +3,33 @@ JSON report. Each sweep runs as a script from the repo root (python3 bench/sweep
 directory on the import path."""
 
 import json
-from typing import Callable, NamedTuple
+import re
+from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
+import kernelkit
+from kernelkit import _native
 from kernelkit.ops import norms
+
+_variants = {}
+
+
+def source_variant(family: str, subs: Sequence[Tuple[str, str]] = (), count: int = 1, common: Optional[str] = None):
+    """kernels/<family>.cu with each (regex, replacement) applied ``count`` times (which must match), or with
+    count=0 to every match there is, compiled as its own module (NVRTC, a few seconds); ``common``: a
+    common.cuh to use instead."""
+    key = (family, tuple(subs), count, common)
+    if key not in _variants:
+        src = _native.op_source(f"{family}.cu")
+        for pat, rep in subs:
+            src, n = re.subn(pat, rep, src, count=count)
+            if count and n != count:
+                raise ValueError(f"pattern {pat!r} matched {n} times in {family}.cu")
+        header = common if common is not None else _native.op_source("common.cuh")
+        name = f"sweep_{family}_{len(_variants)}"
+        _variants[key] = kernelkit.load_inline(name, src, headers={"common.cuh": header})
+    return _variants[key]
 
 
 def guarded(label: str, job) -> None:

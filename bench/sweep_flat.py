@@ -9,11 +9,10 @@ medians, inputs far larger than L2). Writes JSON with --out.
 
 import argparse
 import importlib
-import re
 
 import torch
 import torch.nn.functional as F
-from sweep_common import guarded, write_results
+from sweep_common import guarded, source_variant, write_results
 
 import kernelkit
 from kernelkit import _native
@@ -21,7 +20,6 @@ from kernelkit.bench import _gpu_median_ms, copy_bandwidth
 from kernelkit.ops._runtime import CTYPE, VEC, cdiv, sm_count
 
 ROWS, COLS = 8192, 8192
-_modules = {}
 
 
 def median_us(fn, reps=30):
@@ -56,16 +54,7 @@ def common_with(hint):
 
 def variant(family, hint="ld.nc", subs=()):
     """kernels/<family>.cu with each (pattern, replacement) applied once and the load hint, compiled."""
-    key = (family, hint, subs)
-    if key not in _modules:
-        src = _native.op_source(f"{family}.cu")
-        for pat, rep in subs:
-            src, n = re.subn(pat, rep, src, count=1)
-            if n != 1:
-                raise ValueError(f"pattern {pat!r} not found in {family}.cu")
-        tag = abs(hash(key)) % 10**8
-        _modules[key] = kernelkit.load_inline(f"flat_{family}_{tag}", src, headers={"common.cuh": common_with(hint)})
-    return _modules[key]
+    return source_variant(family, subs, common=common_with(hint))
 
 
 def report(case, out, nbytes, copy, results):

@@ -14,7 +14,7 @@ import importlib
 
 import torch
 import torch.nn.functional as F
-from sweep_common import guarded, write_results
+from sweep_common import guarded, source_variant, write_results
 
 from kernelkit.bench import _gpu_median_ms, _liger_functions, _rms_norm_reference, _rope_reference, copy_bandwidth
 from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel, resident_blocks, smem_optin
@@ -190,16 +190,29 @@ def sweep_rope(size, dtype, copy, results, liger):
             extra.append(("liger", lambda: liger["rope"](q, k, cos, sin)))
         nbytes = 4 * q.nbytes
         variants = []
-        for items in (2, 4, 8):
+        # (items per thread, register cap): the shipped cap (56) and others
+        for items, maxr in ((1, 56), (2, 56), (1, 40), (2, 48), (2, 64), (4, 64)):
             for block in (64, 128):
+                if maxr == 56:
+                    make = lambda dt, backward, items=items: kernel(
+                        "activations", f"kk_rope<{CTYPE[dt]}, {int(backward)}, {items}>"
+                    )
+                else:
+                    cap = ((r"__maxnreg__\(sizeof\(T\) == 8 \? 64 : 56\)\nkk_rope", f"__maxnreg__({maxr}) kk_rope"),)
+                    make = lambda dt, backward, items=items, cap=cap: source_variant("activations", cap).kernel(
+                        f"kk_rope<{CTYPE[dt]}, {int(backward)}, {items}>"
+                    )
                 # an _rope_shape for `items` items per thread in blocks of `block`
-                shape = lambda dt, backward, items=items, block=block: (
-                    kernel("activations", f"kk_rope<{CTYPE[dt]}, {int(backward)}, {items}>"),
+                shape = lambda dt, backward, make=make, items=items, block=block: (
+                    make(dt, backward),
                     block,
                     block * items,
                 )
                 variants.append(
-                    (f"items {items} block {block}", lambda shape=shape: Swapped(activations, _rope_shape=shape))
+                    (
+                        f"items {items} maxnreg {maxr} block {block}",
+                        lambda shape=shape: Swapped(activations, _rope_shape=shape),
+                    )
                 )
         case = f"{name} {str(dtype)[6:]} {size[0]}x{size[1]}"
         run_variants(case, nbytes, shipped, variants, close, results, copy, extra)

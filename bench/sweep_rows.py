@@ -9,17 +9,15 @@ inputs (>= 128 MB) do not fit in L2. Writes JSON with --out.
 
 import argparse
 import importlib
-import re
 
 import torch
 import torch.nn.functional as F
 from sweep_common import guarded, norm_forward, write_results
 
-import kernelkit
 from kernelkit import _native
 from kernelkit.bench import _add_rms_norm_reference, _gpu_median_ms, _rms_norm_reference, copy_bandwidth
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import BLOCK, CTYPE, VEC, cdiv, sm_count
+from kernelkit.ops._runtime import BLOCK, CTYPE, VEC, cdiv, kernel, sm_count
 
 SIZES = [(32768, 4096), (32768, 8192), (8192, 65536)]
 softmax = importlib.import_module("kernelkit.ops.softmax")  # the package exports a function of that name
@@ -27,22 +25,6 @@ softmax = importlib.import_module("kernelkit.ops.softmax")  # the package export
 
 def median_us(fn, reps=25):
     return _gpu_median_ms([fn], reps=reps, warmup=3) * 1e3
-
-
-_modules = {}
-
-
-def variant(family, minb=None):
-    """kernels/<family>.cu compiled with every __launch_bounds__(512) turned into (512, minb)."""
-    key = (family, minb)
-    if key not in _modules:
-        src = _native.op_source(f"{family}.cu")
-        if minb is not None:
-            src = re.sub(r"__launch_bounds__\(512\)", f"__launch_bounds__(512, {minb})", src)
-        _modules[key] = kernelkit.load_inline(
-            f"sweep_{family}_{minb}", src, headers={"common.cuh": _native.op_source("common.cuh")}
-        )
-    return _modules[key]
 
 
 def occ_wave(k, block, smem=0):
@@ -67,8 +49,8 @@ def sweep_norm_fwd(name, dtype, rows, cols, results):
             if tail and minb:
                 continue
             try:
-                mod = variant("norms", minb)
-                k = mod.kernel(f"{name}<{CTYPE[dtype]}, {str(tail).lower()}, {np_}>")
+                bound = "" if minb is None else f", {minb}"
+                k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}, {np_}{bound}>")
             except Exception as ex:  # a variant that does not compile is reported, not fatal
                 out.append((f"NP{np_} lb{minb} compile error {str(ex)[:60]}", float("nan")))
                 continue
@@ -101,7 +83,7 @@ def sweep_norm_bwd(name, dtype, rows, cols, results):
     ref = lib()[0]
     case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
     out = [("shipped", median_us(lib))]
-    cs = variant("norms").kernel(f"kk_column_sum<{CTYPE[dtype]}>")
+    cs = kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
     dw = torch.empty_like(w)
     vec = VEC[dtype]
     for np_ in sorted({norms._BWD_PACKS[dtype], 4}):
@@ -112,7 +94,7 @@ def sweep_norm_bwd(name, dtype, rows, cols, results):
             if not tail and not fits:
                 continue
             try:
-                k = variant("norms").kernel(f"{name}<{CTYPE[dtype]}, {str(tail).lower()}, {np_}, {minb}>")
+                k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}, {np_}, {minb}>")
             except Exception as ex:  # a variant that does not compile is reported, not fatal
                 out.append((f"NP{np_} tail {tail} lb{minb} compile error {str(ex)[:60]}", float("nan")))
                 continue
@@ -152,7 +134,7 @@ def sweep_norm_fwd_fits(name, dtype, rows, cols, results):
         r, _, tail = norms._row_block(np_, dtype, cols, True)
         if tail:
             continue
-        k = variant("norms").kernel(f"{name}<{CTYPE[dtype]}, false, {np_}, {minb}>")
+        k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {np_}, {minb}>")
         fn = lambda: k.launch(rows, (r, 1), (*args, rows, cols, eps))
         y.zero_()
         fn()
@@ -183,7 +165,9 @@ def sweep_softmax(name, dtype, rows, cols, results):
     out = [("shipped", median_us(lib))]
     nv = cols // VEC[dtype]
     for minb in (None, 2):
-        k = variant("softmax", minb).kernel(f"{name}<{CTYPE[dtype]}>")
+        # minimum blocks per SM in __launch_bounds__ (None: the kernel's default)
+        bound = "" if minb is None else (f", {minb}" if name == "kk_softmax_fwd" else f", 2, {minb}")
+        k = kernel("softmax", f"{name}<{CTYPE[dtype]}{bound}>")
         for block in (128, 256, 512):
             if nv <= packs * 32:
                 continue
@@ -218,7 +202,7 @@ def sweep_ce(name, dtype, rows, cols, results):
     case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
     out = [("shipped", median_us(lib))]
     nv = cols // VEC[dtype]
-    k = variant("softmax").kernel(f"{name}<{CTYPE[dtype]}>")
+    k = kernel("softmax", f"{name}<{CTYPE[dtype]}>")
     block, per = (256, 8) if nv <= 1024 else (512, 1)
     wave = occ_wave(k, block)
     for gname, grid in (("full", cdiv(rows, per)), ("1wave", wave), ("2wave", 2 * wave), ("4wave", 4 * wave)):

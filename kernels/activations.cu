@@ -321,13 +321,13 @@ __global__ void __maxnreg__(64) kk_swiglu_bwd(const T* grad, const T* gate, cons
 //   cos_batch_stride % VEC == 0, the strides of every dim of size > 1 of q, k, out_q, out_k % VEC == 0, all six
 //   pointers 16-byte aligned), else 1 (the host sizes the grid from dim and cos_batch_stride alone: any grid is
 //   correct). ITEMS: items per thread in one block pass on the 32-bit path (64-bit index math: 1). Fastest
-//   (bench/sweep_llm.py, H200): block 64, ITEMS 2 (4 spills), grid = ceil(items / (64 * 2)) (one pass). No
-//   dynamic shared memory.
+//   (bench/sweep_llm.py, H200): block 128, ITEMS 2, grid = ceil(items / (128 * 2)) (one pass); 56 registers
+//   (64 for double, which spills at 56): more threads per SM than at 64. No dynamic shared memory.
 template <typename T, int BACKWARD, int ITEMS = 2>
-__global__ void __maxnreg__(64) kk_rope(const T* q, const T* k, const T* cos, const T* sin, T* out_q, T* out_k,
-                                        long long batch, long long q_heads, long long k_heads, long long seq,
-                                        long long dim, long long cos_batch_stride, int heads_inner,
-                                        kk_act::RopeStrides strides) {
+__global__ void __maxnreg__(sizeof(T) == 8 ? 64 : 56)
+kk_rope(const T* q, const T* k, const T* cos, const T* sin, T* out_q, T* out_k, long long batch, long long q_heads,
+        long long k_heads, long long seq, long long dim, long long cos_batch_stride, int heads_inner,
+        kk_act::RopeStrides strides) {
   const long long heads = q_heads + k_heads;
   if (batch <= 0 || heads <= 0 || seq <= 0 || dim < 2) return;
   constexpr int V = kk::kVec<T>;
