@@ -221,11 +221,11 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
 
 // ------------------------------------------------------------------------------------------------
 // LayerNorm forward: mu = mean(x), var = biased variance, rs = rsqrt(var + eps), y = round((x - mu) * rs * w + b)
-// in A. ONEPASS (a row in one CTA): sum x and x^2 in one pass (one reduction, no second pass over the
-// registers: the 16-bit kernels are issue-bound) and take var = mean(x^2) - mu^2 when mu^2 <= var, where the
-// cancellation at most doubles the rounding error of the two-pass form; otherwise (and for NaN) sum (x - mu)^2
-// in a second pass, as the other rows always do. A split row (always ONEPASS) adds its CTAs' sums over the
-// cluster: one exchange per row, two where the second pass runs.
+// in A. ONEPASS (the kernel sets it for 16-bit and split rows): sum x and x^2 in one pass (one reduction, no
+// second pass over the registers: the 16-bit kernels are issue-bound) and take var = mean(x^2) - mu^2 when
+// mu^2 <= var, where the cancellation at most doubles the rounding error of the two-pass form; otherwise (and
+// for NaN) sum (x - mu)^2 in a second pass, as rows without ONEPASS always do. A split row adds its CTAs' sums
+// over the cluster: one exchange per row, two where the second pass runs.
 template <int NP, int W, bool TAIL, bool SPLIT, bool ONEPASS, typename T>
 __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                            T* __restrict__ y, acc_t<T>* __restrict__ mean,
