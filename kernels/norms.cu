@@ -270,6 +270,12 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
           if constexpr (ONEPASS) s[1] = kk::fma_acc(a, a, s[1]);
         }
       });
+    // The row's sum of s[0] alone: rows without ONEPASS (never split) reduce one value per pass.
+    auto block_sum_first = [&]() {
+      A s0[1] = {s[0]};
+      block_row_sum(s0, sm);
+      return s0[0];
+    };
     A mu, var;
     bool two_pass = true;
     if constexpr (ONEPASS) {
@@ -282,9 +288,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
       if (R < 32) two_pass = __any_sync(0xffffffffu, two_pass);
       else if (R > 32 && blockDim.y > 1) two_pass = __syncthreads_or(two_pass);
     } else {
-      A s0[1] = {s[0]};
-      block_row_sum(s0, sm);
-      mu = s0[0] / acols;
+      mu = block_sum_first() / acols;
     }
     if (two_pass) {
       s[0] = A(0);
@@ -308,13 +312,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
             s[0] = kk::fma_acc(d, d, s[0]);
           }
         });
-      if constexpr (ONEPASS) {
-        row_sum(s, sm, cr);
-      } else {
-        A s0[1] = {s[0]};
-        block_row_sum(s0, sm);
-        s[0] = s0[0];
-      }
+      if constexpr (ONEPASS) row_sum(s, sm, cr);
+      else s[0] = block_sum_first();
       var = s[0] / acols;
     }
     const A rs = k_rsqrt(var + A(eps));

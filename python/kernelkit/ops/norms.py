@@ -186,7 +186,7 @@ def _launch_backward(
     chunks = cdiv(rows, rows_per_chunk)
     partials = [torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device) for _ in grads]
     shape.launch(chunks, (*head, gx, *partials, rows, cols, rows_per_chunk))
-    for p, g in zip(partials, grads):
+    for p, g in zip(partials, grads):  # kk_column_sum: 32 columns per block
         column_sum.launch(cdiv(cols, 32), BLOCK, (p, g, chunks, cols), dependent=True)
 
 
