@@ -8,7 +8,7 @@
 #          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes)
 #          llama (bench/llama_train.py on one GPU), ddp (the same under DDP on two GPUs)
 #          triton-ptx (the PTX of the pointwise kernels torch.compile generated in earlier steps)
-#   env: PYTEST_ARGS (extra pytest arguments, e.g. "-n 8 tests/test_llm_ops.py"),
+#   env: PYTEST_ARGS (what to test, with extra pytest arguments, e.g. "tests/test_llm_ops.py -k rope"),
 #        SWEEP_ONLY (families for sweep-rows / sweep-flat / sweep-llm, e.g. "norm_bwd")
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelkit-out}
@@ -27,7 +27,14 @@ steps=${*:-tests foundation ops demo}
 rc=0
 for s in $steps; do
   case $s in
-    tests) python3 -m pytest ${PYTEST_ARGS:-tests} -q -rs -p no:cacheprovider -p no:logging 2>&1 | tee "$OUT/pytest.log" | tail -15; rc=$((rc | PIPESTATUS[0])) ;;
+    tests)
+      # One worker per core but one (pytest-xdist; the whole suite took 348 s on 15 workers of the H200
+      # machine); each test's phase times go to test-times.txt as it ends.
+      xdist=$(python3 -c 'import importlib.util as u, os; u.find_spec("xdist") and print("-n", max(1, os.cpu_count() - 1))')
+      # shellcheck disable=SC2086
+      KERNELKIT_TEST_TIMES="$OUT/test-times.txt" python3 -m pytest ${PYTEST_ARGS:-tests} $xdist -q -rs \
+        -p no:cacheprovider -p no:logging 2>&1 | grep -v "PytestBenchmarkWarning\|warner(" | tee "$OUT/pytest.log" | tail -15
+      rc=$((rc | PIPESTATUS[0])) ;;
     sweep) python3 bench/grid_sweep.py 2>&1 | tee "$OUT/grid_sweep.log" ;;
     sweep-rows | sweep-flat | sweep-split | sweep-llm)
       f=${s/-/_}

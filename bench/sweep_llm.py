@@ -10,6 +10,7 @@ op's before it is timed (CUDA-event medians). Writes JSON with --out.
 """
 
 import argparse
+import functools
 import importlib
 
 import torch
@@ -17,7 +18,7 @@ import torch.nn.functional as F
 from sweep_common import guarded, source_variant, write_results
 
 from kernelkit.bench import _gpu_median_ms, _liger_functions, _rms_norm_reference, _rope_reference, copy_bandwidth
-from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel, resident_blocks, smem_optin
+from kernelkit.ops._runtime import CTYPE, VEC, RowShape, cdiv, kernel, resident_blocks, smem_optin
 
 # the modules (kernelkit.ops exports functions of the same names)
 activations = importlib.import_module("kernelkit.ops.activations")
@@ -96,7 +97,7 @@ def softmax_shape(name, rp, maxt, minb, held=False):
         k = kernel("softmax", expr)
         block = min(max(cdiv(cdiv(nv, rp), 32) * 32, 32), maxt)
         smem = softmax._row_cache(k, dev, block, nv, rp, tensors, pack_bytes) if nv > rp * block else 0
-        return k, block, 1, 1 << 62, smem
+        return RowShape(k, block, 1, 1 << 62, smem=smem)
 
     return shape
 
@@ -111,28 +112,59 @@ SOFTMAX_VARIANTS = {
 }
 
 
-def sweep_softmax(size, dtype, copy, results, liger):
+def softmax_cases(size, dtype, liger):
+    """(kernel, the shipped op, the references, bytes moved) for the softmax forward and backward."""
     x = torch.randn(*size, device="cuda", dtype=dtype)
     x[:, :7] = float("-inf")  # masked positions
     g = torch.randn_like(x)
     y = softmax.softmax(x)
-    for name in ("kk_softmax_fwd", "kk_softmax_bwd"):
-        if name == "kk_softmax_fwd":
-            shipped = lambda: softmax.softmax(x)
-            cf = torch.compile(lambda t: torch.softmax(t, -1))
-            extra = [("torch.compile", lambda: cf(x))]
-            if "softmax" in liger:
-                extra.append(("liger", lambda: liger["softmax"](x)))
-            nbytes = 2 * x.nbytes
-        else:
-            shipped = lambda: softmax.softmax_backward(g, y)
-            cb = torch.compile(lambda g, y: y * (g - (g * y).sum(-1, keepdim=True)))
-            extra = [("torch.compile (y*(g-sum(g*y)))", lambda: cb(g, y))]
-            nbytes = 3 * x.nbytes
+    cf = torch.compile(lambda t: torch.softmax(t, -1))
+    extra = [("torch.compile", lambda: cf(x))]
+    if "softmax" in liger:
+        extra.append(("liger", lambda: liger["softmax"](x)))
+    yield "kk_softmax_fwd", lambda: softmax.softmax(x), extra, 2 * x.nbytes
+    cb = torch.compile(lambda g, y: y * (g - (g * y).sum(-1, keepdim=True)))
+    extra = [("torch.compile (y*(g-sum(g*y)))", lambda: cb(g, y))]
+    yield "kk_softmax_bwd", lambda: softmax.softmax_backward(g, y), extra, 3 * x.nbytes
+
+
+def sweep_softmax(size, dtype, copy, results, liger):
+    for name, shipped, extra, nbytes in softmax_cases(size, dtype, liger):
         variants = []
         for v in SOFTMAX_VARIANTS[name, dtype.itemsize]:
             label = f"RP {v[0]} bounds ({v[1]}, {v[2]})" + (" held" if v[3] else "")
             variants.append((label, lambda v=v: Swapped(softmax, _softmax_shape=softmax_shape(name, *v))))
+        case = f"{name} {str(dtype)[6:]} {size[0]}x{size[1]}"
+        run_variants(case, nbytes, shipped, variants, close, results, copy, extra)
+
+
+# Rows split over a cluster (ops/softmax.py _SPLIT): (register packs, minimum blocks per SM) to time.
+SPLIT_VARIANTS = {
+    ("kk_softmax_fwd", 2): [(2, 2), (4, 2), (4, 1), (8, 1)],
+    ("kk_softmax_fwd", 4): [(4, 2), (4, 1), (8, 2), (8, 1)],
+    ("kk_softmax_bwd", 2): [(2, 2), (2, 1), (4, 2), (4, 1)],
+    ("kk_softmax_bwd", 4): [(4, 2), (4, 1), (8, 1)],
+}
+
+
+def sweep_softmax_split(size, dtype, copy, results, liger):
+    """Rows split over a cluster against the one-block streamed kernels (shared-memory row cache)."""
+    fresh = softmax._softmax_shape.__wrapped__
+    for name, shipped, extra, nbytes in softmax_cases(size, dtype, liger):
+        variants = [
+            (
+                "not split (block per row, streamed)",
+                lambda: Swapped(softmax, split_shape=lambda *a: None, _softmax_shape=functools.cache(fresh)),
+            )
+        ]
+        for v in SPLIT_VARIANTS[name, dtype.itemsize]:
+            table = {**softmax._SPLIT, (name, dtype.itemsize): v}
+            variants.append(
+                (
+                    f"split RP {v[0]} minb {v[1]}",
+                    lambda table=table: Swapped(softmax, _SPLIT=table, _softmax_shape=functools.cache(fresh)),
+                )
+            )
         case = f"{name} {str(dtype)[6:]} {size[0]}x{size[1]}"
         run_variants(case, nbytes, shipped, variants, close, results, copy, extra)
 
@@ -366,6 +398,7 @@ def main():
     results = []
     jobs = {
         "softmax": sweep_softmax,
+        "softmax_split": sweep_softmax_split,
         "swiglu": sweep_swiglu,
         "rope": sweep_rope,
         "ce": sweep_ce,

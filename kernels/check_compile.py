@@ -96,6 +96,9 @@ def instantiations():
         sm += [f"kk_softmax_fwd<{t}, 2, 4, 512, true>", f"kk_softmax_fwd<{t}, 1, 8, 512, true>"]
         sm += [f"kk_softmax_bwd<{t}, 2, 2, 512, true>"]
     sm += ["kk_softmax_fwd<float, 2, 8, 512, true>", "kk_softmax_bwd<float, 8, 1, 512, true>"]
+    # rows split over a cluster (HELD, SPLIT), as ops/softmax.py launches them (_SPLIT)
+    sm += ["kk_softmax_fwd<float, 2, 8, 512, true, true>", "kk_softmax_bwd<float, 4, 2, 512, true, true>"]
+    sm += [f"kk_softmax_bwd<{t}, 2, 2, 512, true, true>" for t in ("__half", "__nv_bfloat16")]
     act = [f"{k}<{t}>" for k in ("kk_swiglu_fwd", "kk_swiglu_bwd") for t in TYPES]
     act += [f"kk_rope<{t}, {b}>" for t in TYPES for b in (0, 1)]
     return {

@@ -111,8 +111,9 @@ template <typename A> __device__ __forceinline__ A load_cluster(const A* p, unsi
 #endif
 }
 
-// N values summed across the CTAs of a split row (SPLIT; otherwise a no-op), in rank order (deterministic,
-// identical in every CTA). `v` holds this CTA's values in every thread (one row per CTA).
+// N values combined across the CTAs of a split row (SPLIT; otherwise a no-op): summed, or folded with
+// merge(acc, other) (softmax's (max, sum of exp)), in rank order (deterministic, identical in every CTA).
+// `v` holds this CTA's values in every thread (one row per CTA).
 // Two slots alternate so that one cluster barrier per call suffices: a slot is rewritten two calls
 // later, after the barrier of the call in between, which every CTA reaches only when done reading it.
 // The kernel calls finish() before it exits, so that no CTA leaves while another may still read its
@@ -120,7 +121,7 @@ template <typename A> __device__ __forceinline__ A load_cluster(const A* p, unsi
 template <int N, typename A, bool SPLIT> struct ClusterReduce {
   A* slots;  // __shared__ A[2 * N]
   int parity = 0;
-  __device__ __forceinline__ void operator()(A (&v)[N]) {
+  template <class Merge> __device__ __forceinline__ void operator()(A (&v)[N], Merge merge) {
     if constexpr (SPLIT) {
       A* const slot = slots + parity * N;
       if (threadIdx.x == 0) {
@@ -132,11 +133,19 @@ template <int N, typename A, bool SPLIT> struct ClusterReduce {
 #pragma unroll
       for (int i = 0; i < N; ++i) v[i] = load_cluster(slot + i, 0);
       for (unsigned r = 1; r < n; ++r) {
+        A o[N];
 #pragma unroll
-        for (int i = 0; i < N; ++i) v[i] += load_cluster(slot + i, r);
+        for (int i = 0; i < N; ++i) o[i] = load_cluster(slot + i, r);
+        merge(v, o);
       }
       parity ^= 1;
     }
+  }
+  __device__ __forceinline__ void operator()(A (&v)[N]) {
+    (*this)(v, [](A(&acc)[N], const A(&o)[N]) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) acc[i] += o[i];
+    });
   }
   __device__ __forceinline__ void finish() const {
     if constexpr (SPLIT) cluster_barrier();

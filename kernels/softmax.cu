@@ -168,9 +168,10 @@ __device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<
 // memory, else global/L2) and writes y. Each pack is read and written by the same thread only, so y == x
 // (exact in place) is safe. STREAM = false: no streamed part (the caller guarantees nv <= RP * nt), which
 // leaves the registers of the streaming loops to more blocks per SM.
-template <typename T, int W, bool BLOCK, int RP, bool STREAM>
+template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false>
 __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti, int nt, T* cache,
-                                        long long cache_packs, acc_t<T>* red, int& parity) {
+                                        long long cache_packs, acc_t<T>* red, int& parity,
+                                        kk::ClusterReduce<2, acc_t<T>, SPLIT>* cluster = nullptr) {
   using A = acc_t<T>;
   Vec<T, W> v[RP];
 #pragma unroll
@@ -226,6 +227,13 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   st.f[0] = m;
   st.f[1] = s;
   st = team_allreduce<MaxSumOp<T, 2>, BLOCK>(st, red, parity);
+  if constexpr (SPLIT) {
+    (*cluster)(st.f, [](A(&a)[2], const A(&b)[2]) {
+      const Red<A, 2> m = MaxSumOp<T, 2>::combine(Red<A, 2>{{a[0], a[1]}}, Red<A, 2>{{b[0], b[1]}});
+      a[0] = m.f[0];
+      a[1] = m.f[1];
+    });
+  }
   const A r = safe_ref(st.f[0]);
   const A inv = A(1) / st.f[1];  // all -inf row: 1/0 = inf, times exp(-inf) = 0 -> NaN
 #pragma unroll
@@ -307,9 +315,10 @@ __device__ __forceinline__ Vec<T, W> bwd_out(const Vec<T, W>& g, const Vec<T, W>
   return kk::acc_to_vec<T, W>(o);
 }
 
-template <typename T, int W, bool BLOCK, int RP, bool STREAM>
+template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false>
 __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long long nv, int ti, int nt, T* cache,
-                                        long long cache_packs, acc_t<T>* red, int& parity) {
+                                        long long cache_packs, acc_t<T>* red, int& parity,
+                                        kk::ClusterReduce<1, acc_t<T>, SPLIT>* cluster = nullptr) {
   using A = acc_t<T>;
   Vec<T, W> vg[RP], vy[RP];
 #pragma unroll
@@ -365,7 +374,9 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
   }
   Red<A, 1> st;
   st.f[0] = d;
-  const A dot = team_allreduce<SumOp<T>, BLOCK>(st, red, parity).f[0];
+  st = team_allreduce<SumOp<T>, BLOCK>(st, red, parity);
+  if constexpr (SPLIT) (*cluster)(st.f);
+  const A dot = st.f[0];
 #pragma unroll
   for (int k = 0; k < RP; ++k) {
     const long long p = ti + (long long)k * nt;
@@ -634,6 +645,43 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
   }
 }
 
+// Rows split over a cluster of gridDim.y CTAs (sm_90+, 16-byte path), held whole in their registers: thread
+// ti = blockIdx.y * blockDim.x + threadIdx.x of the row's nt = blockDim.x * gridDim.y holds packs ti + k * nt
+// (k < RP; the kernel traps where nv > RP * nt). Each CTA reduces its part, then the CTAs' results are folded
+// in rank order over distributed shared memory (one cluster barrier per row). Clusters loop over rows.
+template <typename T, int W, int RP>
+__device__ __forceinline__ void softmax_fwd_split(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
+  using A = acc_t<T>;
+  __shared__ A slots[2 * 2];
+  kk::ClusterReduce<2, A, true> cluster{slots};
+  const long long nv = cols / W;
+  const int nt = blockDim.x * gridDim.y, ti = blockIdx.y * blockDim.x + threadIdx.x;
+  if (nv > RP * (long long)nt) __trap();
+  int parity = 0;
+#pragma unroll 1
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x)
+    fwd_row<T, W, true, RP, false, true>(x + row * cols, y + row * cols, nv, ti, nt, nullptr, 0, red, parity, &cluster);
+  cluster.finish();
+}
+
+template <typename T, int W, int RP>
+__device__ __forceinline__ void softmax_bwd_split(const T* gy, const T* y, T* gx, long long rows, long long cols,
+                                                  acc_t<T>* red) {
+  using A = acc_t<T>;
+  __shared__ A slots[2 * 1];
+  kk::ClusterReduce<1, A, true> cluster{slots};
+  const long long nv = cols / W;
+  const int nt = blockDim.x * gridDim.y, ti = blockIdx.y * blockDim.x + threadIdx.x;
+  if (nv > RP * (long long)nt) __trap();
+  int parity = 0;
+#pragma unroll 1
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const long long o = row * cols;
+    bwd_row<T, W, true, RP, false, true>(gy + o, y + o, gx + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
+  }
+  cluster.finish();
+}
+
 __device__ __forceinline__ void check_block() {
   if (blockDim.x & 31u) __trap();  // teams are whole warps
 }
@@ -654,21 +702,31 @@ __device__ __forceinline__ void check_block() {
 //         streaming code, which leaves registers for more blocks per SM: B = roundup(ceil(nv / RP), 32),
 //         grid = rows. Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 4 with MINB 2, then
 //         RP 8 with MINB 1; float32 RP 8 with MINB 2 (92-96% of copy at 4096 and 8192 columns).
+//   SPLIT = true (with HELD; sm_90+, 16-byte path, else it traps): a row split over a cluster of S <= 8 CTAs,
+//         grid (G, S) with cluster dims (1, S, 1), each CTA holding its part in registers (nv <= RP * B * S);
+//         G = the resident clusters, which loop over rows. ops/softmax.py's _SPLIT says where it is faster.
 //   occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, B, S).
 // RP: register packs per thread (default 4). MAXT, MINB:
 // __launch_bounds__(MAXT, MINB), which caps registers at 65536 / (MAXT * MINB) (float32 with (512, 2) runs twice
 // the blocks per SM without spilling, 91-93% of copy against 70% at 4096-8192 columns).
-template <typename T, int MINB = 1, int RP = 4, int MAXT = 512, bool HELD = false>
+template <typename T, int MINB = 1, int RP = 4, int MAXT = 512, bool HELD = false, bool SPLIT = false>
 __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, long long rows, long long cols) {
   using A = typename kk::Acc<T>::type;
   __shared__ A red[2 * 32 * 2];
+  static_assert(HELD || !SPLIT, "split rows are held whole in registers");
+  if (kk::split_unsupported<SPLIT>()) return;
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
+  kk::check_split<SPLIT>();
   constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(y)))
-    kk_sm::softmax_fwd_run<T, V, RP, HELD>(x, y, rows, cols, red);
-  else
+  if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(y))) {
+    if constexpr (SPLIT) kk_sm::softmax_fwd_split<T, V, RP>(x, y, rows, cols, red);
+    else kk_sm::softmax_fwd_run<T, V, RP, HELD>(x, y, rows, cols, red);
+  } else if constexpr (SPLIT) {
+    __trap();  // rows are split on the 16-byte path only
+  } else {
     kk_sm::softmax_fwd_run<T, 1, RP, HELD>(x, y, rows, cols, red);
+  }
 }
 
 // kk_softmax_bwd: gx = y * (gy - sum(gy * y)) per row. gx may be gy or y (exact in place).
@@ -679,18 +737,26 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, l
 //                  caches them; grid = 2 * occ * SMs.
 //   HELD = true: as kk_softmax_fwd's. Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 2 with
 //                  MINB 2, float32 RP 8 (102-104% of copy at 4096 and 8192 columns).
-template <typename T, int RP = 2, int MINB = 1, int MAXT = 512, bool HELD = false>
+//   SPLIT = true: as kk_softmax_fwd's.
+template <typename T, int RP = 2, int MINB = 1, int MAXT = 512, bool HELD = false, bool SPLIT = false>
 __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const T* y, T* gx, long long rows,
                                                               long long cols) {
   using A = typename kk::Acc<T>::type;
   __shared__ A red[2 * 32 * 1];
+  static_assert(HELD || !SPLIT, "split rows are held whole in registers");
+  if (kk::split_unsupported<SPLIT>()) return;
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
+  kk::check_split<SPLIT>();
   constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(y) | kk::addr(gx)))
-    kk_sm::softmax_bwd_run<T, V, RP, HELD>(gy, y, gx, rows, cols, red);
-  else
+  if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(y) | kk::addr(gx))) {
+    if constexpr (SPLIT) kk_sm::softmax_bwd_split<T, V, RP>(gy, y, gx, rows, cols, red);
+    else kk_sm::softmax_bwd_run<T, V, RP, HELD>(gy, y, gx, rows, cols, red);
+  } else if constexpr (SPLIT) {
+    __trap();  // rows are split on the 16-byte path only
+  } else {
     kk_sm::softmax_bwd_run<T, 1, RP, HELD>(gy, y, gx, rows, cols, red);
+  }
 }
 
 // kk_cross_entropy_fwd: stats[r] = (m, ls_m) with logsumexp(logits[r, :]) = m + ls_m (A): m the row max (0

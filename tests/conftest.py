@@ -17,6 +17,9 @@ def _gpu_available() -> bool:
 
 
 HAS_GPU = _gpu_available()
+# KERNELKIT_TEST_TIMES=FILE: each test's phase times, appended as the test ends, so a run cut off by a
+# time limit (the GPU machine's) still says where its time went. Written by the controller only.
+_TIMES = os.environ.get("KERNELKIT_TEST_TIMES")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -26,6 +29,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+_phases: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    if not _TIMES or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    phases = _phases.setdefault(report.nodeid, [])
+    phases.append(f"{report.when} {report.outcome} {report.duration:.2f}")
+    if report.when == "teardown":
+        with open(_TIMES, "a") as f:
+            f.write(f"{report.nodeid}\t{' '.join(_phases.pop(report.nodeid))}\n")
 
 
 @pytest.fixture

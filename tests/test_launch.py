@@ -168,6 +168,32 @@ def test_device_fault_is_reported_with_the_kernel_name():
 
 
 @pytest.mark.gpu
+def test_each_instantiation_compiles_on_its_own(tmp_path):
+    """A template instantiation asked for after the module is made compiles alone: a process that used
+    scale<double> before scale<float> leaves the compile a process using only scale<float> needs, so the
+    second process compiles nothing (its disk-cache key does not depend on what the first used)."""
+    code = textwrap.dedent(f"""
+        import sys, torch, kernelkit
+        mod = kernelkit.load_inline("inst", {SRC!r})
+        for t, dt in [(n, getattr(torch, n)) for n in sys.argv[1:]]:
+            x = torch.arange(5, device="cuda", dtype=dt)
+            y = torch.empty_like(x)
+            mod.kernel("scale<" + t + ">").launch(1, 32, (x, y, 2.0, 5))
+            assert torch.equal(y, x * 2), (t, y)
+        print("OK")
+    """)
+    env = dict(os.environ, KERNELKIT_CACHE_DIR=str(tmp_path))
+
+    def run(*types):
+        out = subprocess.run([sys.executable, "-c", code, *types], env=env, capture_output=True, text=True, timeout=300)
+        assert out.stdout.strip() == "OK", out.stdout + out.stderr
+        return {p.name for p in tmp_path.iterdir() if not p.name.startswith("nvrtc-")}
+
+    first = run("double", "float")
+    assert run("float") == first, "the second process compiled scale<float> again"
+
+
+@pytest.mark.gpu
 def test_dependent_launch_waits_for_the_previous_kernel(mod):
     """dependent=True (programmatic dependent launch on sm_90+): the second kernel may start while the
     first still sleeps, and its griddepcontrol.wait returns only once the first has written y."""

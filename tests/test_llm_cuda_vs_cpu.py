@@ -7,7 +7,14 @@ import torch
 
 import kernelkit.ops as K
 from kernelkit.ops import norms
-from kernelkit.ops.softmax import _cross_entropy, _cross_entropy_reduced, cross_entropy_backward, softmax_backward
+from kernelkit.ops._runtime import has_clusters
+from kernelkit.ops.softmax import (
+    _cross_entropy,
+    _cross_entropy_reduced,
+    _softmax_shape,
+    cross_entropy_backward,
+    softmax_backward,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -121,6 +128,43 @@ def test_softmax_and_cross_entropy(dtype, cols, offset):
         agree(grad, gradc, dtype, 2)
         assert not grad[1].any(), "an ignored row has a zero gradient"
         check_reduced(x, target, smoothing, dtype)
+
+
+SPLIT_WIDTHS = [8200, 24576, 40960, 65536, 98304, 131072]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
+def test_softmax_split_widths_cover_2_to_8_ctas():
+    """The widths below take the split launches of every cluster size up to 8 but 7 (ops/softmax.py _SPLIT)."""
+    ctas = {
+        _softmax_shape(n, dtype, c, 0, True).ctas
+        for n in ("kk_softmax_fwd", "kk_softmax_bwd")
+        for dtype in (torch.bfloat16, torch.float32)
+        for c in SPLIT_WIDTHS
+    }
+    assert {2, 3, 4, 5, 6, 8} <= ctas, sorted(ctas)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", SPLIT_WIDTHS)
+def test_softmax_rows_split_over_a_cluster(dtype, cols):
+    """Rows beyond one block's registers, split over clusters of 2 to 8 CTAs on sm_90+ (ops/softmax.py _SPLIT):
+    more rows than resident clusters, so each cluster loops over rows and alternates its exchange slots.
+    Row 0 is masked over its first third (whole CTA parts), row 1 entirely (NaN, as torch), row 2 holds a NaN
+    in its last CTA part. Forward and backward agree with the CPU, and are bitwise the same across runs."""
+    rows = 200
+    x, g = rand(rows, cols, dtype, scale=4), rand(rows, cols, dtype)
+    x[0, : cols // 3] = float("-inf")
+    x[1] = float("-inf")
+    x[2, -1] = float("nan")
+    y, yc = both(K.softmax, x)
+    agree(y, yc, dtype)
+    assert y[1].isnan().all() and y[2].isnan().all() and not y[3:].isnan().any()
+    g[:3] = 0  # the NaN rows' gradients are NaN: keep them out of the comparison's other rows
+    y[:3] = 0
+    gx, gxc = both(softmax_backward, g, y)
+    agree(gx, gxc, dtype, 4)
+    assert torch.equal(K.softmax(x)[3:], y[3:]) and torch.equal(softmax_backward(g, y), gx)
 
 
 def check_reduced(x, target, smoothing, dtype):

@@ -186,8 +186,14 @@ fn device_arch(device: i32) -> kernelkit_cuda::Result<Arch> {
 }
 
 struct ModuleState {
+    /// The module as created: its source and the name expressions it was given.
     program: Program,
+    /// Per arch: the compile of `program`.
     images: HashMap<String, Arc<Image>>,
+    /// Per (arch, name expression): template instantiations asked for later, each compiled on its own.
+    /// A new one then costs one instantiation's compile, and its disk-cache key does not depend on
+    /// which others this process used before (the shipped op modules add theirs one by one).
+    instances: HashMap<(String, String), Arc<Image>>,
 }
 
 struct ModuleInner {
@@ -207,8 +213,8 @@ impl ModuleInner {
         Ok(img)
     }
 
-    /// Find `name` in the image for `arch`; a template instantiation not yet compiled is added
-    /// as a name expression and the module recompiled (from the disk cache when it can be).
+    /// Find `name` in the image for `arch`; a template instantiation not compiled yet is compiled
+    /// on its own (from the disk cache when it can be), without holding the module's lock.
     fn entry(&self, arch: &Arch, name: &str) -> kernelkit_cuda::Result<(Arc<Image>, EntryPoint)> {
         let img = self.image(arch)?;
         if let Some(e) = img.entry(name) {
@@ -219,21 +225,30 @@ impl ModuleInner {
             module: self.name.clone(),
             available: format!("{:?}{extra}", img.entry_names()),
         };
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if st.program.name_expressions.iter().any(|n| n == name) {
-            return Err(not_found(&img, String::new()));
-        }
-        let mut prog = st.program.clone();
-        prog.name_expressions.push(name.to_string());
-        match compile_cached(&prog, arch, Output::Cubin, self.use_cache) {
-            Ok(new_img) => {
-                let e = new_img
+        let key = (arch.sm(), name.to_string());
+        let prog = {
+            let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(inst) = st.instances.get(&key) {
+                let e = inst
                     .entry(name)
-                    .ok_or_else(|| not_found(&new_img, String::new()))?;
-                st.program = prog;
-                st.images.clear();
-                st.images.insert(arch.sm(), new_img.clone());
-                Ok((new_img, e))
+                    .ok_or_else(|| not_found(&img, String::new()))?;
+                return Ok((inst.clone(), e));
+            }
+            if st.program.name_expressions.iter().any(|n| n == name) {
+                return Err(not_found(&img, String::new()));
+            }
+            let mut prog = st.program.clone();
+            prog.name_expressions = vec![name.to_string()];
+            prog
+        };
+        match compile_cached(&prog, arch, Output::Cubin, self.use_cache) {
+            Ok(inst) => {
+                let e = inst
+                    .entry(name)
+                    .ok_or_else(|| not_found(&img, String::new()))?;
+                let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                st.instances.insert(key, inst.clone());
+                Ok((inst, e))
             }
             Err(Error::Compile { log, .. }) => Err(not_found(
                 &img,
@@ -281,6 +296,7 @@ impl Module {
                 state: Mutex::new(ModuleState {
                     program,
                     images: HashMap::new(),
+                    instances: HashMap::new(),
                 }),
             }),
         }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from typing import Dict, Sequence, Tuple
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -63,6 +63,41 @@ def smem_optin(device: int) -> int:
 def resident_blocks(k: Kernel, block: int, device: int, shared_mem: int = 0) -> int:
     """Blocks of ``k`` that fit on the whole GPU at once: one full wave (occupancy x SMs)."""
     return max(1, k.occupancy(block, shared_mem, device)) * sm_count(device)
+
+
+class RowShape(NamedTuple):
+    """A row kernel's launch: ``per_block`` rows per block (or per cluster), at most ``cap`` blocks (clusters)
+    in x, ``ctas`` CTAs per row (a cluster when > 1) and ``smem`` bytes of dynamic shared memory per block."""
+
+    kernel: Kernel
+    block: Union[int, Tuple[int, int]]
+    per_block: int
+    cap: int
+    ctas: int = 1
+    smem: int = 0
+
+    def launch(self, grid: int, args: tuple) -> None:
+        if self.ctas > 1:
+            self.kernel.launch((grid, self.ctas), self.block, args, self.smem, cluster=(1, self.ctas, 1))
+        else:
+            self.kernel.launch(grid, self.block, args, self.smem)
+
+
+def split_shape(family: str, expr: str, packs: int, dtype: torch.dtype, cols: int, dev: int) -> Optional[RowShape]:
+    """The launch of rows split over a thread-block cluster, each CTA holding its part of the row in
+    registers (``packs`` 16-byte packs per thread): a grid of the resident clusters looping over rows (10%
+    faster than a cluster per row, bench/sweep_split.py). None where that takes more than 8 CTAs or the GPU
+    has no clusters (before sm_90). ``expr``: the kernel, in kernels/<family>.cu."""
+    if not has_clusters(dev):
+        return None
+    e = packs * VEC[dtype]
+    ctas = cdiv(cols, 512 * e)
+    if ctas > 8:
+        return None
+    r = pow2ceil(cdiv(cols, ctas * e))
+    k = kernel(family, expr)
+    clusters = k.max_active_clusters((r, 1), (1, ctas, 1), 0, dev)
+    return RowShape(k, (r, 1), 1, clusters, ctas) if clusters else None
 
 
 _tickets: Dict[Tuple[int, int], torch.Tensor] = {}

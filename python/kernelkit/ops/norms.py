@@ -8,25 +8,25 @@ implementations: Rust (kernelkit-ops).
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 
 from kernelkit import _native
-from kernelkit.jit import Kernel
 from kernelkit.library import Out, TensorSpec, like, op
 from kernelkit.ops._runtime import (
     BLOCK,
     CTYPE,
     FLOATS,
     VEC,
+    RowShape,
     acc_dtype,
     cdiv,
     check_stats,
-    has_clusters,
     kernel,
     pow2ceil,
     resident_blocks,
+    split_shape,
     vector_path,
 )
 
@@ -77,42 +77,8 @@ def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[in
     return r, max(1, 128 // r), cols > 512 * e
 
 
-class _Shape(NamedTuple):
-    """A row kernel's launch: ``per_block`` rows per block (or per cluster), at most ``cap`` blocks (clusters)
-    in x, and ``ctas`` CTAs per row (a cluster when > 1)."""
-
-    kernel: Kernel
-    block: Tuple[int, int]
-    per_block: int
-    cap: int
-    ctas: int = 1
-
-    def launch(self, grid: int, args: tuple) -> None:
-        if self.ctas > 1:
-            self.kernel.launch((grid, self.ctas), self.block, args, cluster=(1, self.ctas, 1))
-        else:
-            self.kernel.launch(grid, self.block, args)
-
-
-def _split_shape(expr: str, packs: int, dtype: torch.dtype, cols: int, dev: int) -> Optional[_Shape]:
-    """The launch of rows split over a thread-block cluster, each CTA holding its part of the row in
-    registers: a grid of the resident clusters looping over rows (10% faster than a cluster per row,
-    bench/sweep_split.py). None where that takes more than 8 CTAs or the GPU has no clusters (before
-    sm_90). ``expr``: the kernel."""
-    if not has_clusters(dev):
-        return None
-    e = packs * VEC[dtype]
-    ctas = cdiv(cols, 512 * e)
-    if ctas > 8:
-        return None
-    r = pow2ceil(cdiv(cols, ctas * e))
-    k = kernel("norms", expr)
-    clusters = k.max_active_clusters((r, 1), (1, ctas, 1), 0, dev)
-    return _Shape(k, (r, 1), 1, clusters, ctas) if clusters else None
-
-
 @functools.cache
-def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool) -> _Shape:
+def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool) -> RowShape:
     """The launch of a forward kernel for rows of ``cols``."""
     packs, minb = _FWD_PACKS[dtype], 2
     for lo, hi, p, m in _FWD_FIT.get((name, dtype), ()):
@@ -124,15 +90,15 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
         # forward fits its default packs in 64 registers), else stream the tail.
         packs = _FWD_PACKS[dtype]
         expr = f"{name}<{CTYPE[dtype]}, false, {packs}, 2, true>"
-        split = _split_shape(expr, packs, dtype, cols, dev) if vec else None
+        split = split_shape("norms", expr, packs, dtype, cols, dev) if vec else None
         if split:
             return split
         r, y, _ = _row_block(packs, dtype, cols, vec)
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
         # Rows longer than the register part re-read their tail: one wave keeps it in L2.
-        return _Shape(k, (r, y), y, resident_blocks(k, r * y, dev))
+        return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev))
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}>")
-    return _Shape(k, (r, y), y, 1 << 62)  # one row group per block
+    return RowShape(k, (r, y), y, 1 << 62)  # one row group per block
 
 
 def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None:
@@ -155,14 +121,14 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
     if tail and vec:
         extra_arg = f"{str(extra).lower()}, " if name == "kk_rms_norm_bwd" else ""
         expr = f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}true>"
-        split = _split_shape(expr, packs, dtype, cols, dev)
+        split = split_shape("norms", expr, packs, dtype, cols, dev)
         if split:
             return split, column_sum
     # Rows held whole prefetch the next row; float32 LayerNorm spills doing so and keeps the tail kernel.
     tail = tail or (name, dtype) == ("kk_layer_norm_bwd", torch.float32)
     suffix = f", {packs}, 1, true" if extra else ""
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}{suffix}>")
-    return _Shape(k, (r, y), y, resident_blocks(k, r * y, dev)), column_sum
+    return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev)), column_sum
 
 
 def _launch_backward(

@@ -14,12 +14,14 @@ from kernelkit.ops._runtime import (
     CTYPE,
     FLOATS,
     VEC,
+    RowShape,
     acc_dtype,
     cdiv,
     check_stats,
     kernel,
     resident_blocks,
     smem_optin,
+    split_shape,
     vector_path,
 )
 
@@ -38,6 +40,16 @@ _HELD = {
     ("kk_softmax_bwd", 2): ((2, 2),),
     ("kk_softmax_bwd", 4): ((8, 1),),
 }
+# Rows beyond one block's registers (on sm_90+, 16-byte path) are split over a cluster of up to 8 CTAs, each
+# holding its part in registers: (register packs per thread, minimum blocks per SM) per (kernel, element size),
+# where that measured faster than one block per row streaming the rest (bench/sweep_llm.py --only
+# softmax_split, H200, 8192 x 65536): float32 forward 1462 -> 1285 us, backward 2709 -> 1628 us, bf16
+# backward 1112 -> 1010 us. The 16-bit forward measured slower split (648 -> 822 us) and is not.
+_SPLIT = {
+    ("kk_softmax_fwd", 4): (8, 2),
+    ("kk_softmax_bwd", 2): (2, 2),
+    ("kk_softmax_bwd", 4): (4, 2),
+}
 # Longer rows keep `packs` packs per thread in registers and cache the rest of the row in shared memory, up
 # to the device's limit, so the second pass over it does not go back to L2 or DRAM. Forward: small blocks
 # (fewer warps per row reduction), float32 compiled for two blocks per SM (MINB) (bench/sweep_rows.py).
@@ -52,34 +64,43 @@ def _row_cache(k, dev: int, block: int, nv: int, packs: int, tensors: int, pack_
     return min(room, (nv - packs * block) * unit) // unit * unit
 
 
+def _template_args(name: str, packs: int, minb: int) -> str:
+    """kk_softmax_fwd takes <T, MINB, RP, ...>, kk_softmax_bwd <T, RP, MINB, ...>."""
+    return f"{minb}, {packs}" if name == "kk_softmax_fwd" else f"{packs}, {minb}"
+
+
 @functools.cache
-def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: bool):
-    """(kernel, block, rows per block, grid cap, dynamic shared memory). ``vector``: the kernel takes its 16-byte
-    path (vector_path)."""
+def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: bool) -> RowShape:
+    """The launch for rows of ``cols``. ``vector``: the kernel takes its 16-byte path (vector_path)."""
     vec = VEC[dtype] if vector else 1
     pack_bytes = vec * (16 // VEC[dtype])  # 16 bytes on the vector path, one element otherwise
     nv = cols // vec
     ct = CTYPE[dtype]
     for packs, minb in _HELD.get((name, dtype.itemsize), ()):
         if packs * 32 < nv <= packs * 512:
-            args = f"{minb}, {packs}" if name == "kk_softmax_fwd" else f"{packs}, {minb}"
-            k = kernel("softmax", f"{name}<{ct}, {args}, 512, true>")
-            return k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62, 0
+            k = kernel("softmax", f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true>")
+            return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62)
+    if vector and (name, dtype.itemsize) in _SPLIT:
+        packs, minb = _SPLIT[name, dtype.itemsize]
+        expr = f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true, true>"
+        split = split_shape("softmax", expr, packs, dtype, cols, dev) if nv > packs * 512 else None
+        if split:
+            return split
     if name == "kk_softmax_bwd":
         k = kernel("softmax", f"{name}<{ct}>")
         if nv <= 2 * 32:
-            return k, 256, 8, resident_blocks(k, 256, dev), 0
+            return RowShape(k, 256, 8, resident_blocks(k, 256, dev))
         block = min(max(cdiv(cdiv(nv, 2), 32) * 32, 128), 512)
         smem = _row_cache(k, dev, block, nv, 2, 2, pack_bytes)
-        return k, block, 1, 2 * resident_blocks(k, block, dev, smem), smem
+        return RowShape(k, block, 1, 2 * resident_blocks(k, block, dev, smem), smem=smem)
     k = kernel("softmax", f"{name}<{ct}, {2 if dtype == torch.float32 else 1}>")
     if nv <= 4 * 32:
-        return k, 256, 8, resident_blocks(k, 256, dev), 0
+        return RowShape(k, 256, 8, resident_blocks(k, 256, dev))
     block = min(max(cols * dtype.itemsize // 128, 128), 256)
     while True:
         smem = _row_cache(k, dev, block, nv, 4, 1, pack_bytes)
         if block == 512 or nv <= 4 * block + smem // pack_bytes:
-            return k, block, 1, 1 << 62, smem
+            return RowShape(k, block, 1, 1 << 62, smem=smem)
         block *= 2
 
 
@@ -89,8 +110,8 @@ def _launch_softmax(name: str, x: torch.Tensor, args: tuple) -> None:
     if rows == 0:
         return
     vector = vector_path(cols, x.dtype, args)
-    k, block, per_block, cap, smem = _softmax_shape(name, x.dtype, cols, x.get_device(), vector)
-    k.launch(min(cdiv(rows, per_block), cap), block, (*args, rows, cols), smem)
+    shape = _softmax_shape(name, x.dtype, cols, x.get_device(), vector)
+    shape.launch(min(cdiv(rows, shape.per_block), shape.cap), (*args, rows, cols))
 
 
 softmax_backward = op(
