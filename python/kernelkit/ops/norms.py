@@ -66,6 +66,10 @@ _FWD_FIT = {
     ("kk_add_rms_norm_fwd", _F32): [(2048, 8192, 4, 3)],
     **{("kk_add_rms_norm_fwd", t): [(2048, 8192, 2, 3)] for t in _B16},
 }
+# Rows split over a cluster (SPLIT): (packs, minimum blocks) where other than (_FWD_PACKS, 2) measured faster.
+# float32 add_rms_norm at 8192 x 65536: 4 packs at 40 registers over 8 CTAs, 2611 -> 2248 us (78 -> 91% of copy);
+# half the packs measured slower for every other forward (bench/sweep_split.py, h200-2026-11-22-s11).
+_SPLIT_FIT = {("kk_add_rms_norm_fwd", _F32): (4, 3)}
 # Backward packs per tensor (kNpBwd); rows beyond 512 threads' worth stream their tail in-kernel.
 _BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
 
@@ -89,10 +93,12 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
         # Rows too long for one block's registers: split over a cluster (without the tail code every
         # forward fits its default packs in 64 registers), else stream the tail.
         packs = _FWD_PACKS[dtype]
-        expr = f"{name}<{CTYPE[dtype]}, false, {packs}, 2, true>"
-        split = split_shape("norms", expr, packs, dtype, cols, dev) if vec else None
-        if split:
-            return split
+        # The measured fit first, then the default packs where the fit takes more than 8 CTAs.
+        fits = ([_SPLIT_FIT[name, dtype]] if (name, dtype) in _SPLIT_FIT else []) + [(packs, 2)]
+        for p, m in fits if vec else ():
+            split = split_shape("norms", f"{name}<{CTYPE[dtype]}, false, {p}, {m}, true>", p, dtype, cols, dev)
+            if split:
+                return split
         r, y, _ = _row_block(packs, dtype, cols, vec)
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
         # Rows longer than the register part re-read their tail: one wave keeps it in L2.
