@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from sweep_common import guarded, source_variant, write_results
 
 from kernelkit.bench import _gpu_median_ms, _liger_functions, _rms_norm_reference, _rope_reference, copy_bandwidth
-from kernelkit.ops._runtime import CTYPE, VEC, RowShape, cdiv, kernel, resident_blocks, smem_optin
+from kernelkit.ops._runtime import CTYPE, VEC, RowShape, cdiv, kernel, resident_blocks, row_cache_bytes, smem_optin
 
 # the modules (kernelkit.ops exports functions of the same names)
 activations = importlib.import_module("kernelkit.ops.activations")
@@ -96,7 +96,7 @@ def softmax_shape(name, rp, maxt, minb, held=False):
             expr, tensors = f"kk_softmax_bwd<{CTYPE[dtype]}, {rp}, {minb}, {maxt}, {h}>", 2
         k = kernel("softmax", expr)
         block = min(max(cdiv(cdiv(nv, rp), 32) * 32, 32), maxt)
-        smem = softmax._row_cache(k, dev, block, nv, rp, tensors, pack_bytes) if nv > rp * block else 0
+        smem = row_cache_bytes(k, dev, nv - rp * block, tensors * pack_bytes)
         return RowShape(k, block, 1, 1 << 62, smem=smem)
 
     return shape

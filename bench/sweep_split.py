@@ -14,7 +14,7 @@ from sweep_common import norm_forward, write_results
 
 from kernelkit.bench import _gpu_median_ms, copy_bandwidth
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel
+from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel, resident_blocks, row_cache_bytes
 
 ROWS, COLS = 8192, 65536
 
@@ -50,6 +50,20 @@ def forward(name, dtype, results):
                 ok = close(y, ref)
                 label = f"NP {np_} minb {minb} R {rt} x {ctas} CTAs, {label} ({grid})" + ("" if ok else " WRONG")
                 out.append((label, median_us(go)))
+    # One block per row streaming the tail twice (TAIL kernels), its first pass caching what fits in dynamic
+    # shared memory for the later passes (kernels/norms.cu RowCache); "no cache" re-reads it all from L2.
+    nv = COLS // VEC[dtype]
+    for np_, minb, cached in ((full, 1, False), (full, 1, True), (full, 2, True), (full // 2, 2, True)):
+        k = kernel("norms", f"{name}<{CTYPE[dtype]}, true, {np_}, {minb}>")
+        smem = row_cache_bytes(k, 0, nv - np_ * 512, 16) if cached else 0
+        grid = resident_blocks(k, 512, 0, smem)
+        go = lambda: k.launch(grid, (512, 1), (*args, ROWS, COLS, eps), smem)
+        y.zero_()
+        go()
+        ok = close(y, ref)
+        what = f"{smem // 1024} KB row cache" if cached else "no cache"
+        label = f"tail NP {np_} minb {minb}, {what}, {grid} blocks" + ("" if ok else " WRONG")
+        out.append((label, median_us(go)))
     report(case, out, nbytes, results)
 
 

@@ -81,6 +81,7 @@ def instantiations():
     np_bwd = {"float": 4, "double": 2, "__half": 2, "__nv_bfloat16": 2}
     norms += [f"{k}<{t}, false, {np_fwd[t]}, 2, true>" for k in fwd for t in TYPES]
     norms += ["kk_add_rms_norm_fwd<float, false, 4, 3, true>"]  # _SPLIT_FIT
+    norms += [f"kk_layer_norm_fwd<{t}, true, 2, 2>" for t in ("__half", "__nv_bfloat16")]  # _TAIL_FIT
     norms += [f"kk_rms_norm_bwd<{t}, false, {np_bwd[t]}, 1, {e}, true>" for t in TYPES for e in ("false", "true")]
     norms += [f"kk_layer_norm_bwd<{t}, false, {np_bwd[t]}, 1, true>" for t in TYPES]
     sm = [

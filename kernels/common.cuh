@@ -277,6 +277,20 @@ template <typename T, int W> __device__ __forceinline__ Vec<T, W> acc_to_vec(con
   return r;
 }
 
+// ---- dynamic shared memory (row caches) ----
+__device__ __forceinline__ unsigned dyn_smem_bytes() {
+  unsigned r;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+}
+// Pack access in shared memory (p 16-byte aligned for W * sizeof(T) == 16).
+template <int W, typename T> __device__ __forceinline__ Vec<T, W> lds(const T* p) {
+  return *reinterpret_cast<const Vec<T, W>*>(p);
+}
+template <int W, typename T> __device__ __forceinline__ void sts(T* p, const Vec<T, W>& v) {
+  *reinterpret_cast<Vec<T, W>*>(p) = v;
+}
+
 }  // namespace kk
 
 // Shared by every op with per-chunk column partials (the norm backwards; bias_gelu's backward sums its own):

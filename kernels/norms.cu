@@ -7,7 +7,8 @@
 //   R * Y <= the kernel's launch bound. Thread (tx, ty) owns the column packs p = tx + k*R of its row:
 //   k < NP (see kNp* below) are held in registers for the whole row ("register part", capacity NP * R packs); packs
 //   p >= NP*R ("tail", only when cols > NP * R * VEC) are streamed from global memory once per pass and
-//   re-read in later passes (L2 hits when the grid is not too large). A pack is VEC = 16/sizeof(T)
+//   re-read in later passes (LayerNorm's forward from its shared-memory row cache where that holds them,
+//   else L2 hits when the grid is not too large). A pack is VEC = 16/sizeof(T)
 //   elements on the 16-byte path (cols % VEC == 0 and all T pointers 16-byte aligned), 1 otherwise.
 //   Row sums: xor-shuffle within the R threads, then (R > 32) one shared-memory word per warp summed in
 //   warp order. The result is deterministic for a given blockDim (and, for the backward, rows_per_chunk).
@@ -109,6 +110,56 @@ __device__ __forceinline__ void tail_loop(const T* const (&src)[N], long long p,
     load_packs<PLAIN>(a, src, p);
     f(p, a);
   }
+}
+
+// Row cache of LayerNorm's forward TAIL rows (one row per block): dynamic shared memory holds the first
+// `packs` packs of the tail of the block's row (pack p in slot p - p0), stored by the pass that first reads
+// them and read back by the later passes of the same thread, so no barrier guards it. Empty without dynamic
+// shared memory or with several rows per block.
+template <int W, typename T> struct RowCache {
+  T* base;
+  long long packs;
+  long long p0;  // the row's first tail pack
+  __device__ __forceinline__ long long end() const { return p0 + packs; }
+  __device__ __forceinline__ void put(long long p, const Vec<T, W>& v) const {
+    if (p < end()) kk::sts<W>(base + (p - p0) * W, v);
+  }
+  __device__ __forceinline__ Vec<T, W> get(long long p) const { return kk::lds<W>(base + (p - p0) * W); }
+};
+template <int W, typename T> __device__ __forceinline__ RowCache<W, T> row_cache(long long p0) {
+  extern __shared__ uint4 kk_norms_dyn[];
+  const long long packs = blockDim.y == 1 ? kk::dyn_smem_bytes() / (W * sizeof(T)) : 0;
+  return {reinterpret_cast<T*>(kk_norms_dyn), packs, p0};
+}
+
+// tail_loop for a later pass over the tail: source 0 from the row cache where it holds the pack (a prefix
+// of the tail), from global memory beyond; the other sources from global memory.
+template <int U, unsigned PLAIN, int W, int N, typename T, typename F>
+__device__ __forceinline__ void cached_tail_loop(const RowCache<W, T>& c, const T* const (&src)[N], long long p,
+                                                 long long cv, long long R, F&& f) {
+  const T* rest[N];
+  rest[0] = nullptr;  // load_packs leaves it a zero pack, replaced from the cache
+#pragma unroll
+  for (int i = 1; i < N; ++i) rest[i] = src[i];
+  const T* const (&others)[N] = rest;
+  const long long end = c.end() < cv ? c.end() : cv;
+  for (; p + (U - 1) * R < end; p += U * R) {
+    Packs<N, W, T> a[U];
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      load_packs<PLAIN>(a[k], others, p + k * R);
+      a[k].v[0] = c.get(p + k * R);
+    }
+#pragma unroll
+    for (int k = 0; k < U; ++k) f(p + k * R, a[k]);
+  }
+  for (; p < end; p += R) {
+    Packs<N, W, T> a;
+    load_packs<PLAIN>(a, others, p);
+    a.v[0] = c.get(p);
+    f(p, a);
+  }
+  tail_loop<U, PLAIN, W>(src, p, cv, R, f);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -238,6 +289,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
+  const RowCache<W, T> cache = TAIL ? row_cache<W, T>(NP * R) : RowCache<W, T>{nullptr, 0, 0};
   static_assert(ONEPASS || !SPLIT, "split rows take the one-pass sums");
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
@@ -262,7 +314,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
         if constexpr (ONEPASS) s[1] = kk::fma_acc(a, a, s[1]);
       }
     if (tail)
-      tail_loop<2, 0u, W>(src1, p_tail, cv, R, [&](long long, const Packs<1, W, T>& q) {
+      tail_loop<2, 0u, W>(src1, p_tail, cv, R, [&](long long p, const Packs<1, W, T>& q) {
+        cache.put(p, q.v[0]);
 #pragma unroll
         for (int j = 0; j < W; ++j) {
           const A a = to_acc(q.v[0].v[j]);
@@ -305,7 +358,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
         }
       }
       if (tail)
-        tail_loop<2, 0u, W>(src1, p_tail, cv, R, [&](long long, const Packs<1, W, T>& q) {
+        cached_tail_loop<2, 0u, W>(cache, src1, p_tail, cv, R, [&](long long, const Packs<1, W, T>& q) {
 #pragma unroll
           for (int j = 0; j < W; ++j) {
             const A d = to_acc(q.v[0].v[j]) - mu;
@@ -336,7 +389,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
     }
     if (tail) {
       const T* const src[3] = {x + off, w, b};
-      tail_loop<1, 0u, W>(src, p_tail, cv, R, [&](long long p, const Packs<3, W, T>& q) {
+      cached_tail_loop<1, 0u, W>(cache, src, p_tail, cv, R, [&](long long p, const Packs<3, W, T>& q) {
         A a[W], g[W], c[W];
         kk::vec_to_acc(q.v[0], a);
         kk::vec_to_acc(q.v[1], g);
@@ -622,7 +675,8 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   TAIL = true). Small rows (cols < 32*E): R = pow2ceil(ceil(cols/E)) (>= 1) and Y = max(1, 128 / R).
 //   Any grid is correct (grid-stride over row groups); without a tail one row group per block
 //   (grid = ceil(rows / Y)) is fastest; with a tail grid = occ * num_SMs keeps the re-read part in L2
-//   (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, R*Y, 0)). No dynamic shared memory.
+//   (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, R*Y, S)). No dynamic shared memory
+//   (S = 0), except for kk_layer_norm_fwd (below).
 //   SPLIT = true (sm_90+, 16-byte path, TAIL = false): each row is split over the S CTAs of a cluster,
 //   grid (G, S), cluster dims (1, S, 1), block (R, 1), cols <= NP * VEC * R * S, S <= 8; G = the resident
 //   clusters (cuOccupancyMaxActiveClusters) looping over rows is fastest. A mismatched launch traps.
@@ -646,7 +700,9 @@ kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, con
 }
 
 // LayerNorm forward: y = round((x - mean) * rstd * w + b); mean/rstd per row in A (each may be nullptr).
-// Launch: as kk_rms_norm_fwd.
+// Launch: as kk_rms_norm_fwd, but TAIL rows with Y = 1 may have S bytes of dynamic shared memory (a multiple of
+//   the pack size: 16 bytes on the vector path, sizeof(T) otherwise), which caches the first packs of the tail
+//   for the later passes (RowCache).
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,

@@ -23,8 +23,11 @@
 namespace kk_sm {
 
 using kk::acc_t;
+using kk::dyn_smem_bytes;
+using kk::lds;
 using kk::load_vec;
 using kk::store_vec;
+using kk::sts;
 using kk::to_acc;
 using kk::Vec;
 
@@ -58,11 +61,6 @@ template <typename A> __device__ __forceinline__ A qnan() {
 // Reference point for sums of exp(x - r): the max, or 0 when the max is -inf (no -inf - -inf NaN).
 template <typename A> __device__ __forceinline__ A safe_ref(A m) { return m == ninf<A>() ? A(0) : m; }
 
-__device__ __forceinline__ unsigned dyn_smem_bytes() {
-  unsigned r;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
-  return r;
-}
 
 // ---------------------------------------------------------------- reductions
 template <typename A, int N> struct Red {
@@ -132,13 +130,6 @@ __device__ __forceinline__ Red<A, N> team_allreduce(Red<A, N> v, A* red, int& pa
   return v;
 }
 
-// Shared-memory pack access (cache is 16-byte aligned dynamic shared memory).
-template <int W, typename T> __device__ __forceinline__ Vec<T, W> lds(const T* p) {
-  return *reinterpret_cast<const Vec<T, W>*>(p);
-}
-template <int W, typename T> __device__ __forceinline__ void sts(T* p, const Vec<T, W>& v) {
-  *reinterpret_cast<Vec<T, W>*>(p) = v;
-}
 
 // Online (max, sum exp) update with N packs: one rescale per group, one exp per element.
 template <typename T, int W, int N>

@@ -100,6 +100,15 @@ def split_shape(family: str, expr: str, packs: int, dtype: torch.dtype, cols: in
     return RowShape(k, (r, 1), 1, clusters, ctas) if clusters else None
 
 
+def row_cache_bytes(k: Kernel, dev: int, packs: int, unit: int) -> int:
+    """Dynamic shared memory for the ``packs`` packs (``unit`` bytes each) of a row beyond a block's registers,
+    up to what one block of ``k`` may have beside its static shared memory."""
+    if packs <= 0:
+        return 0
+    room = smem_optin(dev) - k.attributes(dev)["shared_size_bytes"]
+    return min(room, packs * unit) // unit * unit
+
+
 _tickets: Dict[Tuple[int, int], torch.Tensor] = {}
 
 

@@ -26,6 +26,7 @@ from kernelkit.ops._runtime import (
     kernel,
     pow2ceil,
     resident_blocks,
+    row_cache_bytes,
     split_shape,
     vector_path,
 )
@@ -70,6 +71,11 @@ _FWD_FIT = {
 # float32 add_rms_norm at 8192 x 65536: 4 packs at 40 registers over 8 CTAs, 2611 -> 2248 us (78 -> 91% of copy);
 # half the packs measured slower for every other forward (bench/sweep_split.py, h200-2026-11-22-s11).
 _SPLIT_FIT = {("kk_add_rms_norm_fwd", _F32): (4, 3)}
+# 16-bit LayerNorm rows beyond one block's registers (16-byte path): one block per row with 2 packs per thread at
+# 2 blocks per SM, the tail cached in shared memory for the later passes (kernels/norms.cu RowCache), instead of
+# the split: 838 -> 739 us at 8192 x 65536 (bench/sweep_split.py, h200-2026-11-22-s11). Every other forward
+# measured faster split, and without the cache.
+_TAIL_FIT = {("kk_layer_norm_fwd", t): (2, 2) for t in _B16}
 # Backward packs per tensor (kNpBwd); rows beyond 512 threads' worth stream their tail in-kernel.
 _BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
 
@@ -89,6 +95,12 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
         if lo < cols <= hi:
             packs, minb = p, m
     r, y, tail = _row_block(packs, dtype, cols, vec)
+    if tail and vec and (name, dtype) in _TAIL_FIT:
+        packs, minb = _TAIL_FIT[name, dtype]
+        r, y, _ = _row_block(packs, dtype, cols, vec)
+        k = kernel("norms", f"{name}<{CTYPE[dtype]}, true, {packs}, {minb}>")
+        smem = row_cache_bytes(k, dev, cdiv(cols, VEC[dtype]) - packs * r, 16)
+        return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev, smem), smem=smem)
     if tail:
         # Rows too long for one block's registers: split over a cluster (without the tail code every
         # forward fits its default packs in 64 registers), else stream the tail.

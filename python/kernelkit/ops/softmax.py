@@ -20,7 +20,7 @@ from kernelkit.ops._runtime import (
     check_stats,
     kernel,
     resident_blocks,
-    smem_optin,
+    row_cache_bytes,
     split_shape,
     vector_path,
 )
@@ -55,15 +55,6 @@ _SPLIT = {
 # (fewer warps per row reduction), float32 compiled for two blocks per SM (MINB) (bench/sweep_rows.py).
 
 
-def _row_cache(k, dev: int, block: int, nv: int, packs: int, tensors: int, pack_bytes: int) -> int:
-    """Dynamic shared memory for the packs of a row beyond the registers' ``packs * block``."""
-    if nv <= packs * block:
-        return 0
-    room = smem_optin(dev) - k.attributes(dev)["shared_size_bytes"]
-    unit = tensors * pack_bytes
-    return min(room, (nv - packs * block) * unit) // unit * unit
-
-
 def _template_args(name: str, packs: int, minb: int) -> str:
     """kk_softmax_fwd takes <T, MINB, RP, ...>, kk_softmax_bwd <T, RP, MINB, ...>."""
     return f"{minb}, {packs}" if name == "kk_softmax_fwd" else f"{packs}, {minb}"
@@ -91,14 +82,14 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: b
         if nv <= 2 * 32:
             return RowShape(k, 256, 8, resident_blocks(k, 256, dev))
         block = min(max(cdiv(cdiv(nv, 2), 32) * 32, 128), 512)
-        smem = _row_cache(k, dev, block, nv, 2, 2, pack_bytes)
+        smem = row_cache_bytes(k, dev, nv - 2 * block, 2 * pack_bytes)
         return RowShape(k, block, 1, 2 * resident_blocks(k, block, dev, smem), smem=smem)
     k = kernel("softmax", f"{name}<{ct}, {2 if dtype == torch.float32 else 1}>")
     if nv <= 4 * 32:
         return RowShape(k, 256, 8, resident_blocks(k, 256, dev))
     block = min(max(cols * dtype.itemsize // 128, 128), 256)
     while True:
-        smem = _row_cache(k, dev, block, nv, 4, 1, pack_bytes)
+        smem = row_cache_bytes(k, dev, nv - 4 * block, pack_bytes)
         if block == 512 or nv <= 4 * block + smem // pack_bytes:
             return RowShape(k, block, 1, 1 << 62, smem=smem)
         block *= 2
