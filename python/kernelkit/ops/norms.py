@@ -89,7 +89,9 @@ def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[in
 
 @functools.cache
 def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool) -> RowShape:
-    """The launch of a forward kernel for rows of ``cols``."""
+    """The launch of a forward kernel for rows of ``cols``: held whole in one block's registers; beyond that
+    (the 16-byte path, sm_90+) split over a cluster, or for 16-bit LayerNorm one block per row with its tail
+    cached in shared memory (_TAIL_FIT); else one block per row re-reading its tail from L2."""
     packs, minb = _FWD_PACKS[dtype], 2
     for lo, hi, p, m in _FWD_FIT.get((name, dtype), ()):
         if lo < cols <= hi:
