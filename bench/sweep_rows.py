@@ -17,7 +17,7 @@ from sweep_common import guarded, norm_forward, write_results
 from kernelkit import _native
 from kernelkit.bench import _add_rms_norm_reference, _gpu_median_ms, _rms_norm_reference, copy_bandwidth
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import BLOCK, CTYPE, VEC, cdiv, kernel, sm_count
+from kernelkit.ops._runtime import BLOCK, CTYPE, VEC, cdiv, kernel, resident_blocks, sm_count
 
 SIZES = [(32768, 4096), (32768, 8192), (8192, 65536)]
 softmax = importlib.import_module("kernelkit.ops.softmax")  # the package exports a function of that name
@@ -25,10 +25,6 @@ softmax = importlib.import_module("kernelkit.ops.softmax")  # the package export
 
 def median_us(fn, reps=25):
     return _gpu_median_ms([fn], reps=reps, warmup=3) * 1e3
-
-
-def occ_wave(k, block, smem=0):
-    return max(1, k.occupancy(block, smem, 0)) * sm_count(0)
 
 
 def close(a, b):
@@ -55,7 +51,7 @@ def sweep_norm_fwd(name, dtype, rows, cols, results):
                 out.append((f"NP{np_} lb{minb} compile error {str(ex)[:60]}", float("nan")))
                 continue
             for rr in sorted({r0, min(512, 2 * r0)}):
-                wave = occ_wave(k, rr)
+                wave = resident_blocks(k, rr, 0)
                 for gname, grid in (("full", rows), ("1wave", wave), ("2wave", 2 * wave), ("4wave", 4 * wave)):
                     grid = min(grid, rows)
                     fn = lambda: k.launch(grid, (rr, 1), (*args, rows, cols, eps))
@@ -98,7 +94,7 @@ def sweep_norm_bwd(name, dtype, rows, cols, results):
             except Exception as ex:  # a variant that does not compile is reported, not fatal
                 out.append((f"NP{np_} tail {tail} lb{minb} compile error {str(ex)[:60]}", float("nan")))
                 continue
-            wave = occ_wave(k, r0)
+            wave = resident_blocks(k, r0, 0)
             for mult in (1, 2):
                 chunks = min(rows, mult * wave)
                 rpc = cdiv(rows, chunks)
@@ -176,7 +172,7 @@ def sweep_softmax(name, dtype, rows, cols, results):
                 attrs = k.attributes(0)
                 room = _native.device_info(0)["max_shared_memory_per_block_optin"] - attrs["shared_size_bytes"]
                 smem = min(room, (nv - packs * block) * 16 * tensors) // (16 * tensors) * 16 * tensors
-            wave = occ_wave(k, block, smem)
+            wave = resident_blocks(k, block, 0, smem)
             for gname, grid in (("full", rows), ("1wave", wave), ("2wave", 2 * wave), ("4wave", 4 * wave)):
                 grid = min(grid, rows)
                 fn = lambda: k.launch(grid, block, (*args, rows, cols), smem)
@@ -204,7 +200,7 @@ def sweep_ce(name, dtype, rows, cols, results):
     nv = cols // VEC[dtype]
     k = kernel("softmax", f"{name}<{CTYPE[dtype]}>")
     block, per = (256, 8) if nv <= 1024 else (512, 1)
-    wave = occ_wave(k, block)
+    wave = resident_blocks(k, block, 0)
     for gname, grid in (("full", cdiv(rows, per)), ("1wave", wave), ("2wave", 2 * wave), ("4wave", 4 * wave)):
         grid = min(grid, cdiv(rows, per))
         fn = lambda: k.launch(grid, block, (*args, rows, cols, -100, 0.0))

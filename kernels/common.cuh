@@ -152,6 +152,15 @@ template <int N, typename A, bool SPLIT> struct ClusterReduce {
   }
 };
 
+// A row's threads: blockDim.x, in each of the gridDim.y CTAs of a cluster when the row is split (SPLIT,
+// kk::ClusterReduce); and this thread's index among them.
+template <bool SPLIT> __device__ __forceinline__ long long row_threads() {
+  return SPLIT ? (long long)blockDim.x * gridDim.y : blockDim.x;
+}
+template <bool SPLIT> __device__ __forceinline__ int row_thread() {
+  return SPLIT ? blockIdx.y * blockDim.x + threadIdx.x : threadIdx.x;
+}
+
 // A SPLIT kernel must run as clusters of exactly gridDim.y CTAs with one row group per CTA (anything
 // else would add up rows of unrelated CTAs); any other kernel as gridDim.y == 1.
 template <bool SPLIT> __device__ __forceinline__ void check_split() {

@@ -23,6 +23,8 @@ namespace kk_norms {
 using kk::Vec;
 using kk::acc_t;
 using kk::load_vec;
+using kk::row_thread;
+using kk::row_threads;
 using kk::store_vec;
 using kk::to_acc;
 
@@ -35,15 +37,6 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 
 __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double k_rsqrt(double v) { return rsqrt(v); }
-
-// A row's threads: blockDim.x, in each of the gridDim.y CTAs of a cluster when the row is split (SPLIT,
-// kk::ClusterReduce); and this thread's index among them.
-template <bool SPLIT> __device__ __forceinline__ long long row_threads() {
-  return SPLIT ? (long long)blockDim.x * gridDim.y : blockDim.x;
-}
-template <bool SPLIT> __device__ __forceinline__ int row_thread() {
-  return SPLIT ? blockIdx.y * blockDim.x + threadIdx.x : threadIdx.x;
-}
 
 // The same within this CTA (rows split over a cluster are summed further by row_sum).
 template <int N, typename A> __device__ __forceinline__ void block_row_sum(A (&v)[N], A* sm) {
@@ -626,7 +619,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 template <bool TAIL, int NP, bool SPLIT> __device__ __forceinline__ void check_fits(long long cols, int W) {
   static_assert(!(TAIL && SPLIT), "split rows are held whole in registers");
   kk::check_split<SPLIT>();
-  if (!TAIL && cols > (long long)NP * W * kk_norms::row_threads<SPLIT>()) __trap();
+  if (!TAIL && cols > (long long)NP * W * kk::row_threads<SPLIT>()) __trap();
 }
 
 // RMSNorm forward entry (ADD: fused residual add; res, hout nullptr otherwise): the 16-byte path when

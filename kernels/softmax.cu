@@ -61,7 +61,6 @@ template <typename A> __device__ __forceinline__ A qnan() {
 // Reference point for sums of exp(x - r): the max, or 0 when the max is -inf (no -inf - -inf NaN).
 template <typename A> __device__ __forceinline__ A safe_ref(A m) { return m == ninf<A>() ? A(0) : m; }
 
-
 // ---------------------------------------------------------------- reductions
 template <typename A, int N> struct Red {
   A f[N];
@@ -129,7 +128,6 @@ __device__ __forceinline__ Red<A, N> team_allreduce(Red<A, N> v, A* red, int& pa
   }
   return v;
 }
-
 
 // Online (max, sum exp) update with N packs: one rescale per group, one exp per element.
 template <typename T, int W, int N>
@@ -637,40 +635,39 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
 }
 
 // Rows split over a cluster of gridDim.y CTAs (sm_90+, 16-byte path), held whole in their registers: thread
-// ti = blockIdx.y * blockDim.x + threadIdx.x of the row's nt = blockDim.x * gridDim.y holds packs ti + k * nt
-// (k < RP; the kernel traps where nv > RP * nt). Each CTA reduces its part, then the CTAs' results are folded
-// in rank order over distributed shared memory (one cluster barrier per row). Clusters loop over rows.
-template <typename T, int W, int RP>
-__device__ __forceinline__ void softmax_fwd_split(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
+// ti = kk::row_thread<true>() of the row's nt = kk::row_threads<true>() holds packs ti + k * nt (k < RP; the
+// kernel traps where nv > RP * nt). Each CTA reduces its part, then the CTAs' N values are folded in rank order
+// over distributed shared memory (one cluster barrier per row). Clusters loop over rows:
+// row(offset of the row's first element, nv, ti, nt, parity, the cluster's ClusterReduce).
+template <int N, typename T, int W, int RP, class Row>
+__device__ __forceinline__ void split_rows(long long rows, long long cols, Row&& row) {
   using A = acc_t<T>;
-  __shared__ A slots[2 * 2];
-  kk::ClusterReduce<2, A, true> cluster{slots};
+  __shared__ A slots[2 * N];
+  kk::ClusterReduce<N, A, true> cluster{slots};
   const long long nv = cols / W;
-  const int nt = blockDim.x * gridDim.y, ti = blockIdx.y * blockDim.x + threadIdx.x;
+  const int nt = (int)kk::row_threads<true>(), ti = kk::row_thread<true>();
   if (nv > RP * (long long)nt) __trap();
   int parity = 0;
 #pragma unroll 1
-  for (long long row = blockIdx.x; row < rows; row += gridDim.x)
-    fwd_row<T, W, true, RP, false, true>(x + row * cols, y + row * cols, nv, ti, nt, nullptr, 0, red, parity, &cluster);
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) row(r * cols, nv, ti, nt, parity, cluster);
   cluster.finish();
+}
+
+template <typename T, int W, int RP>
+__device__ __forceinline__ void softmax_fwd_split(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
+  split_rows<2, T, W, RP>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
+                                          kk::ClusterReduce<2, acc_t<T>, true>& cluster) {
+    fwd_row<T, W, true, RP, false, true>(x + o, y + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
+  });
 }
 
 template <typename T, int W, int RP>
 __device__ __forceinline__ void softmax_bwd_split(const T* gy, const T* y, T* gx, long long rows, long long cols,
                                                   acc_t<T>* red) {
-  using A = acc_t<T>;
-  __shared__ A slots[2 * 1];
-  kk::ClusterReduce<1, A, true> cluster{slots};
-  const long long nv = cols / W;
-  const int nt = blockDim.x * gridDim.y, ti = blockIdx.y * blockDim.x + threadIdx.x;
-  if (nv > RP * (long long)nt) __trap();
-  int parity = 0;
-#pragma unroll 1
-  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-    const long long o = row * cols;
+  split_rows<1, T, W, RP>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
+                                          kk::ClusterReduce<1, acc_t<T>, true>& cluster) {
     bwd_row<T, W, true, RP, false, true>(gy + o, y + o, gx + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
-  }
-  cluster.finish();
+  });
 }
 
 __device__ __forceinline__ void check_block() {
