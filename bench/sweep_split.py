@@ -10,7 +10,7 @@ output is checked against the shipped op's; CUDA-event medians. Writes JSON with
 import argparse
 
 import torch
-from sweep_common import norm_forward, write_results
+from sweep_common import guarded, norm_forward, source_variant, write_results
 
 from kernelkit.bench import _gpu_median_ms, copy_bandwidth
 from kernelkit.ops import norms
@@ -77,30 +77,52 @@ def backward(name, dtype, results):
         lib = lambda: norms.rms_norm_backward(g, x, w, rstd)
         head = (g, x, w, rstd, 0)
         nparts = 1
+    elif name == "kk_add_rms_norm_bwd":  # kk_rms_norm_bwd with EXTRA (the residual's gradient)
+        gr = torch.randn_like(x)
+        _, rstd = norms._rms_norm(x, w, 1e-6)
+        lib = lambda: norms.add_rms_norm_backward(g, gr, x, w, rstd)
+        head = (g, x, w, rstd, gr)
+        nparts = 1
     else:
         _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
         lib = lambda: norms.layer_norm_backward(g, x, w, mean, rstd)
         head = (g, x, w, mean, rstd)
         nparts = 2
-    ref = lib()[0].clone()
+    ref, ref_w = (t.clone() for t in lib()[:2])
     case = f"{name} {str(dtype)[6:]}"
     out = [("shipped", median_us(lib))]
     gx = torch.empty_like(x)
     np_ = norms._BWD_PACKS[dtype]
-    extra = "false, " if name == "kk_rms_norm_bwd" else ""
-    k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {np_}, 1, {extra}true>")
+    extra = {"kk_rms_norm_bwd": "false, ", "kk_add_rms_norm_bwd": "true, "}.get(name, "")
+    kname = "kk_layer_norm_bwd" if name == "kk_layer_norm_bwd" else "kk_rms_norm_bwd"
     rt = 512
     ctas = cdiv(COLS, rt * np_ * VEC[dtype])
-    clusters = k.max_active_clusters((rt, 1), (1, ctas, 1))
-    rpc = cdiv(ROWS, clusters)
-    parts = [torch.empty(clusters, COLS, dtype=torch.float32, device="cuda") for _ in range(nparts)]
-    bargs = (*head, gx, *parts, ROWS, COLS, rpc)
-    go = lambda: k.launch((clusters, ctas), (rt, 1), bargs, cluster=(1, ctas, 1))
-    gx.zero_()
-    go()
-    ok = close(gx, ref)
-    out.append((f"R {rt} x {ctas} CTAs, {clusters} chunks, no column sum" + ("" if ok else " WRONG"), median_us(go)))
-    report(case, out, 3 * x.nbytes, results)
+    # (weights and sums in shared memory: 0 none, 1 the sums, 2 the weights too; minimum blocks per SM; the
+    # next row loaded ahead, or None for the kernel's default). Each slot array is np_ 16-byte units of
+    # floats per pack and thread.
+    units = VEC[dtype] * 4 // 16
+    fits = [(0, 1, None)] + [(sm, mb, pf) for sm in (1, 2) for mb in (1, 2) for pf in (True, False)]
+    for smem, minb, pf in fits:
+        expr = f"{kname}<{CTYPE[dtype]}, false, {np_}, {minb}, {extra}true, {smem}>"
+        if pf is None:
+            k = kernel("norms", expr)
+        else:
+            flip = ((r"SMEM \? SMEM == 1 :", f"SMEM ? {str(pf).lower()} :"),)
+            k = source_variant("norms", flip).kernel(expr)
+        arrays = ((2 if smem == 2 else 1) + (nparts - 1)) if smem else 0
+        dyn = arrays * np_ * units * rt * 16
+        clusters = k.max_active_clusters((rt, 1), (1, ctas, 1), dyn)
+        rpc = cdiv(ROWS, clusters)
+        parts = [torch.empty(clusters, COLS, dtype=torch.float32, device="cuda") for _ in range(nparts)]
+        bargs = (*head, gx, *parts, ROWS, COLS, rpc)
+        go = lambda: k.launch((clusters, ctas), (rt, 1), bargs, dyn, cluster=(1, ctas, 1))
+        gx.zero_()
+        go()
+        ok = close(gx, ref) and close(parts[0].sum(0), ref_w)
+        what = f"smem {smem} minb {minb} prefetch {'default' if pf is None else pf}"
+        label = f"{what}: R {rt} x {ctas} CTAs, {clusters} chunks, no column sum" + ("" if ok else " WRONG")
+        out.append((label, median_us(go)))
+    report(case, out, (4 if name == "kk_add_rms_norm_bwd" else 3) * x.nbytes, results)
 
 
 def report(case, out, nbytes, results):
@@ -116,13 +138,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--forward-only", action="store_true")
+    ap.add_argument("--backward-only", action="store_true")
     args = ap.parse_args()
     results = []
     for dtype in (torch.bfloat16, torch.float32):
-        for name in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd"):
+        for name in () if args.backward_only else ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd"):
             forward(name, dtype, results)
-        for name in () if args.forward_only else ("kk_rms_norm_bwd", "kk_layer_norm_bwd"):
-            backward(name, dtype, results)
+        for name in () if args.forward_only else ("kk_rms_norm_bwd", "kk_add_rms_norm_bwd", "kk_layer_norm_bwd"):
+            guarded(f"{name} {dtype}", lambda: backward(name, dtype, results))
     if args.out:
         write_results(args.out, copy_bandwidth(), results)
 

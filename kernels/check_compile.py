@@ -30,13 +30,9 @@ ALLOWED_SPILL = {
     "kk_bias_gelu_fwd<__half, 1>": 8,
     # 64 registers (two blocks per SM): 91-93% of copy at 4096-8192 columns, 70% at 116 registers.
     "kk_softmax_fwd<float, 2>": 32,
-    # Backwards of rows split over a cluster (8193 to 65536 columns, sm_90): the cluster sum and the next
-    # row's registers take the last few words; reloads from L1. Measured against the streamed-tail kernels
-    # at 8192 x 65536 (bench/results/h200-2026-11-22-s6/): 1.7-2.6x faster.
-    "kk_layer_norm_bwd<float, false, 4, 1, true>": 48,
-    "kk_rms_norm_bwd<float, false, 4, 1, false, true>": 144,
-    "kk_rms_norm_bwd<float, false, 4, 1, true, true>": 144,
-    "kk_layer_norm_bwd<__nv_bfloat16, false, 2, 1, true>": 16,
+    # float32 add_rms_norm forward rows split over a cluster at 40 registers (_SPLIT_FIT): one 4-byte reload since
+    # the CTAs' sums are pushed to each other (kk::ClusterReduce), which measured 0.9% faster than without.
+    "kk_add_rms_norm_fwd<float, false, 4, 3, true>": 8,
     # float32 LayerNorm rows of 4097 to 16384 columns (ops/norms.py): 95% of copy at 8192 columns with this
     # 8-byte spill, 87.5% for 4 packs at 1 block per SM without (bench/results/h200-2026-11-22-s7/sweep_llm5.log).
     "kk_layer_norm_fwd<float, false>": 16,
@@ -82,8 +78,14 @@ def instantiations():
     norms += [f"{k}<{t}, false, {np_fwd[t]}, 2, true>" for k in fwd for t in TYPES]
     norms += ["kk_add_rms_norm_fwd<float, false, 4, 3, true>"]  # _SPLIT_FIT
     norms += [f"kk_layer_norm_fwd<{t}, true, 2, 2>" for t in ("__half", "__nv_bfloat16")]  # _TAIL_FIT
-    norms += [f"kk_rms_norm_bwd<{t}, false, {np_bwd[t]}, 1, {e}, true>" for t in TYPES for e in ("false", "true")]
-    norms += [f"kk_layer_norm_bwd<{t}, false, {np_bwd[t]}, 1, true>" for t in TYPES]
+    # backwards with _BWD_SPLIT_FIT's (SMEM, minimum blocks); double keeps (0, 1)
+    ln = {"float": "1, true, 1", "double": "1, true, 0", "__half": "1, true, 1", "__nv_bfloat16": "1, true, 1"}
+    rms = {"float": "1, false, true, 1", "double": "1, false, true, 0", "__half": "2, false, true, 2"}
+    add_rms = {"float": "2, true, true, 2", "double": "1, true, true, 0", "__half": "2, true, true, 2"}
+    for fits in (rms, add_rms):
+        fits["__nv_bfloat16"] = fits["__half"]
+    for fits, k in ((ln, "kk_layer_norm_bwd"), (rms, "kk_rms_norm_bwd"), (add_rms, "kk_rms_norm_bwd")):
+        norms += [f"{k}<{t}, false, {np_bwd[t]}, {fits[t]}>" for t in TYPES]
     sm = [
         f"{k}<{t}>"
         for k in ("kk_softmax_fwd", "kk_softmax_bwd", "kk_cross_entropy_fwd", "kk_cross_entropy_bwd")

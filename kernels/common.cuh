@@ -111,31 +111,68 @@ template <typename A> __device__ __forceinline__ A load_cluster(const A* p, unsi
 #endif
 }
 
+// *p = v in the shared memory of the cluster's CTA `rank` (p: this CTA's copy of a __shared__ variable).
+template <typename A> __device__ __forceinline__ void store_cluster(A* p, unsigned rank, A v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  static_assert(sizeof(A) == 4 || sizeof(A) == 8, "float or double");
+  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  if constexpr (sizeof(A) == 4) asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+  else asm volatile("st.shared::cluster.f64 [%0], %1;" ::"r"(remote), "d"(v) : "memory");
+#else
+  *p = v;
+#endif
+}
+
+__device__ __forceinline__ unsigned cluster_rank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+#else
+  return 0;
+#endif
+}
+
+constexpr int kMaxClusterCtas = 8;  // the portable cluster size
+
 // N values combined across the CTAs of a split row (SPLIT; otherwise a no-op): summed, or folded with
 // merge(acc, other) (softmax's (max, sum of exp)), in rank order (deterministic, identical in every CTA).
-// `v` holds this CTA's values in every thread (one row per CTA).
-// Two slots alternate so that one cluster barrier per call suffices: a slot is rewritten two calls
+// `v` holds this CTA's values in every thread (one row per CTA). PUSH: lane r of the first warp writes them
+// into CTA r's slots, and after the cluster barrier each thread folds them from its own CTA's shared memory;
+// else each thread reads every CTA's slot over the cluster after the barrier. Pushing made the split norm
+// backwards 3-15% faster (the reads had cost ~8 instructions per element of a 65536-wide bf16 row) and the
+// softmax backward 1-4% slower (bench/ab_source.py, h200-2026-11-22-s12).
+// Two slot sets alternate so that one cluster barrier per call suffices: a set is rewritten two calls
 // later, after the barrier of the call in between, which every CTA reaches only when done reading it.
-// The kernel calls finish() before it exits, so that no CTA leaves while another may still read its
+// The kernel calls finish() before it exits, so that no CTA leaves while another may still access its
 // shared memory.
-template <int N, typename A, bool SPLIT> struct ClusterReduce {
-  A* slots;  // __shared__ A[2 * N]
+template <int N, typename A, bool SPLIT, bool PUSH = true> struct ClusterReduce {
+  static constexpr int kSlots = SPLIT ? 2 * (PUSH ? kMaxClusterCtas : 1) * N : 1;
+  A* slots;  // __shared__ A[kSlots]
   int parity = 0;
   template <class Merge> __device__ __forceinline__ void operator()(A (&v)[N], Merge merge) {
     if constexpr (SPLIT) {
-      A* const slot = slots + parity * N;
-      if (threadIdx.x == 0) {
+      const unsigned n = gridDim.y;
+      A* const set = slots + parity * (kSlots / 2);
+      if constexpr (PUSH) {
+        if (threadIdx.x < n) {
+          A* const mine = set + cluster_rank() * N;
 #pragma unroll
-        for (int i = 0; i < N; ++i) slot[i] = v[i];
+          for (int i = 0; i < N; ++i) store_cluster(mine + i, threadIdx.x, v[i]);
+        }
+      } else if (threadIdx.x == 0) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) set[i] = v[i];
       }
       cluster_barrier();
-      const unsigned n = gridDim.y;
 #pragma unroll
-      for (int i = 0; i < N; ++i) v[i] = load_cluster(slot + i, 0);
+      for (int i = 0; i < N; ++i) v[i] = PUSH ? set[i] : load_cluster(set + i, 0);
       for (unsigned r = 1; r < n; ++r) {
         A o[N];
 #pragma unroll
-        for (int i = 0; i < N; ++i) o[i] = load_cluster(slot + i, r);
+        for (int i = 0; i < N; ++i) o[i] = PUSH ? set[r * N + i] : load_cluster(set + i, r);
         merge(v, o);
       }
       parity ^= 1;

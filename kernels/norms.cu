@@ -38,7 +38,10 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double k_rsqrt(double v) { return rsqrt(v); }
 
-// The same within this CTA (rows split over a cluster are summed further by row_sum).
+// The same within this CTA (rows split over a cluster are summed further by row_sum). Each warp adds the
+// row's nw warp sums with a butterfly over groups of `span` lanes, one shared-memory read per lane (every
+// thread reading all nw sums cost the split 16-bit LayerNorm backward 4-7%, bench/ab_source.py): the same
+// tree in every group, so the same bits in every thread.
 template <int N, typename A> __device__ __forceinline__ void block_row_sum(A (&v)[N], A* sm) {
   const int R = blockDim.x;
   const int width = R < 32 ? R : 32;
@@ -54,11 +57,14 @@ template <int N, typename A> __device__ __forceinline__ void block_row_sum(A (&v
     for (int i = 0; i < N; ++i) sm[i * 32 + (tid >> 5)] = v[i];
   }
   __syncthreads();
-  const int w0 = threadIdx.y * nw;
+  const A* const row = sm + threadIdx.y * nw;
+  int span = 1;
+  while (span < nw) span <<= 1;
+  const int q = threadIdx.x & (span - 1);
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    A s = sm[i * 32 + w0];
-    for (int q = 1; q < nw; ++q) s += sm[i * 32 + w0 + q];
+    A s = q < nw ? row[i * 32 + q] : A(0);
+    for (int o = span >> 1; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     v[i] = s;
   }
   __syncthreads();
@@ -125,6 +131,45 @@ template <int W, typename T> __device__ __forceinline__ RowCache<W, T> row_cache
   return {reinterpret_cast<T*>(kk_norms_dyn), packs, p0};
 }
 
+// Thread-owned A values of the backward's register packs kept in dynamic shared memory instead of registers
+// (SMEM backwards, one row group per block): array `a`, pack k of thread tx, W values in 16-byte units laid
+// out so that a warp's accesses are consecutive (no bank conflicts). Only this thread reads what it wrote,
+// so no barrier guards them.
+template <int NP, int W, typename A> struct PackSlots {
+  static constexpr int kUnits = W * sizeof(A) / 16;
+  static constexpr int kPer = 16 / sizeof(A);  // A values per unit
+  uint4* base;
+  int R, tx;
+  __device__ __forceinline__ uint4* at(int a, int k, int u) const { return base + ((a * NP + k) * kUnits + u) * R + tx; }
+  __device__ __forceinline__ void load(int a, int k, A (&v)[W]) const {
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+      const uint4 t = *at(a, k, u);
+      const unsigned q[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        if constexpr (sizeof(A) == 4) v[u * kPer + i] = __uint_as_float(q[i]);
+        else v[u * kPer + i] = __hiloint2double(int(q[2 * i + 1]), int(q[2 * i]));
+      }
+    }
+  }
+  __device__ __forceinline__ void store(int a, int k, const A (&v)[W]) const {
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+      unsigned q[4];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        if constexpr (sizeof(A) == 4) q[i] = __float_as_uint(v[u * kPer + i]);
+        else {
+          q[2 * i] = unsigned(__double2loint(v[u * kPer + i]));
+          q[2 * i + 1] = unsigned(__double2hiint(v[u * kPer + i]));
+        }
+      }
+      *at(a, k, u) = make_uint4(q[0], q[1], q[2], q[3]);
+    }
+  }
+};
+
 // tail_loop for a later pass over the tail: source 0 from the row cache where it holds the pack (a prefix
 // of the tail), from global memory beyond; the other sources from global memory.
 template <int U, unsigned PLAIN, int W, int N, typename T, typename F>
@@ -163,7 +208,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
                                             const T* __restrict__ w, T* __restrict__ y, T* __restrict__ hout,
                                             acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
-  __shared__ A sm[32], cslots[2];
+  __shared__ A sm[32], cslots[kk::ClusterReduce<1, A, SPLIT>::kSlots];
   kk::ClusterReduce<1, A, SPLIT> cs{cslots};
   const int tx = row_thread<SPLIT>();
   const long long R = row_threads<SPLIT>();
@@ -275,7 +320,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
                                            T* __restrict__ y, acc_t<T>* __restrict__ mean,
                                            acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
-  __shared__ A sm[2 * 32], cslots[2 * 2];  // row sums of 2 values
+  // row sums of 2 values
+  __shared__ A sm[2 * 32], cslots[kk::ClusterReduce<2, A, SPLIT>::kSlots];
   kk::ClusterReduce<2, A, SPLIT> cr{cslots};
   const int tx = row_thread<SPLIT>();
   const long long R = row_threads<SPLIT>();
@@ -405,7 +451,9 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 // Register-part columns accumulate pw/pb in registers (one set per row group, combined in row-group
 // order through shared memory at the end of the chunk). Tail columns accumulate directly in the chunk's
 // row of pw/pb (read-modify-write by the owning thread, rows in order; row groups serialized by barriers).
-template <int NP, int W, bool LN, bool TAIL, bool EXTRA, bool SPLIT, typename T>
+// SMEM (one row group per block, 16-byte path): 1 keeps the pw/pb sums of the register part in dynamic shared
+// memory (PackSlots) instead of registers, 2 the float weights too; fewer registers, more blocks per SM.
+template <int NP, int W, bool LN, bool TAIL, bool EXTRA, bool SPLIT, int SMEM, typename T>
 __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* __restrict__ x,
                                              const T* __restrict__ w, const acc_t<T>* __restrict__ mean,
                                              const acc_t<T>* __restrict__ rstd, const T* __restrict__ gextra,
@@ -415,7 +463,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   using A = acc_t<T>;
   constexpr int NS = LN ? 2 : 1;  // row sums: LN {sum g, sum g*xh}, RMS {sum g*xh}
   constexpr int NB = LN ? NP : 1;
-  __shared__ A sm[NS * 32], cslots[2 * NS];
+  __shared__ A sm[NS * 32], cslots[kk::ClusterReduce<NS, A, SPLIT>::kSlots];
   kk::ClusterReduce<NS, A, SPLIT> cs{cslots};
   __shared__ A comb[512];  // blockDim.x * blockDim.y <= 512 (launch bound)
   const int tx = row_thread<SPLIT>(), yi = threadIdx.y, Y = blockDim.y;
@@ -423,10 +471,20 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const bool has_tail = TAIL && NP * R < cv;
-  // Split float32 LayerNorm rows have no registers for the next row (56 bytes of spills).
-  constexpr bool kPrefetch = !TAIL && !(LN && SPLIT && sizeof(T) == 4);
+  // Split float32 LayerNorm rows have no registers for the next row (56 bytes of spills), nor have the rows
+  // whose weights are in shared memory (SMEM 2), which run at two blocks per SM (64 registers).
+  constexpr bool kPrefetch = !TAIL && (SMEM ? SMEM == 1 : !(LN && SPLIT && sizeof(T) == 4));
   const A acols = A(cols);
   const long long nchunks = kk::div_ll(rows + rpc - 1, rpc);
+  // Shared-memory slot arrays (SMEM): the weights (SMEM 2), then the pw sums, then the pb sums (LN).
+  extern __shared__ uint4 kk_norms_dyn[];
+  const PackSlots<NP, W, A> slots{kk_norms_dyn, int(blockDim.x), int(threadIdx.x)};
+  constexpr int kSw = 0, kSaw = SMEM >= 2 ? 1 : 0, kSab = kSaw + 1;
+  if constexpr (SMEM > 0) {
+    static_assert(W * sizeof(A) % 16 == 0, "SMEM backwards take the 16-byte path");
+    const unsigned need = (kSaw + (LN ? 2 : 1)) * NP * PackSlots<NP, W, A>::kUnits * blockDim.x * 16;
+    if (blockDim.y != 1 || kk::dyn_smem_bytes() < need) __trap();
+  }
   // This thread's weights, the same for every row, converted to A once (16-bit types: the conversions
   // were a large part of the instructions of an issue-bound loop).
   A wf[NP][W];
@@ -434,7 +492,15 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   for (int k = 0; k < NP; ++k) {
     const long long p = k * R + tx;
     kk::vec_to_acc(kk::load_vec_if<W>(w + p * W, p < cv), wf[k]);
+    if constexpr (SMEM >= 2) slots.store(kSw, k, wf[k]);
   }
+  auto weights = [&](int k, A(&o)[W]) {
+    if constexpr (SMEM >= 2) slots.load(kSw, k, o);
+    else {
+#pragma unroll
+      for (int j = 0; j < W; ++j) o[j] = wf[k][j];
+    }
+  };
   for (long long chunk = blockIdx.x; chunk < nchunks; chunk += gridDim.x) {
     const long long r0 = chunk * rpc;
     const long long r1 = kk::min_ll(rows, r0 + rpc);
@@ -447,6 +513,13 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
     for (int k = 0; k < NB; ++k)
 #pragma unroll
       for (int j = 0; j < W; ++j) ab[k][j] = A(0);
+    if constexpr (SMEM > 0) {
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        slots.store(kSaw, k, aw[k]);
+        if constexpr (LN) slots.store(kSab, k, ab[k]);
+      }
+    }
     A* const pwr = pw + chunk * cols;
     A* const pbr = LN ? pb + chunk * cols : nullptr;
     // Row data of one row group: gy and x packs, rstd, mean (zeros past the chunk's end).
@@ -492,14 +565,17 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       for (int i = 0; i < NS; ++i) s[i] = A(0);
       // zero packs contribute 0: g = 0
 #pragma unroll
-      for (int k = 0; k < NP; ++k)
+      for (int k = 0; k < NP; ++k) {
+        A wk[W];
+        weights(k, wk);
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          const A g = to_acc(gv[k].v[j]) * wf[k][j];
+          const A g = to_acc(gv[k].v[j]) * wk[j];
           const A xh = (to_acc(xv[k].v[j]) - mu) * rs;
           if constexpr (LN) s[0] += g;
           s[NS - 1] = kk::fma_acc(g, xh, s[NS - 1]);
         }
+      }
       if (act && has_tail) {
         const T* const src[3] = {gy + off, x + off, w};
         tail_loop<1, 0u, W>(src, p_tail, cv, R, [&](long long, const Packs<3, W, T>& q) {
@@ -526,14 +602,24 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 #pragma unroll
             for (int j = 0; j < W; ++j) e[j] = A(0);
           }
+          A wk[W];
+          weights(k, wk);
+          if constexpr (SMEM > 0) {
+            slots.load(kSaw, k, aw[k]);
+            if constexpr (LN) slots.load(kSab, k, ab[k]);
+          }
 #pragma unroll
           for (int j = 0; j < W; ++j) {
             const A dy = to_acc(gv[k].v[j]);
-            const A g = dy * wf[k][j];
+            const A g = dy * wk[j];
             const A xh = (to_acc(xv[k].v[j]) - mu) * rs;
             o[j] = kk::fma_acc(rs, g - c1 - xh * c2, e[j]);
             aw[k][j] = kk::fma_acc(dy, xh, aw[k][j]);
             if constexpr (LN) ab[k][j] += dy;
+          }
+          if constexpr (SMEM > 0) {
+            slots.store(kSaw, k, aw[k]);
+            if constexpr (LN) slots.store(kSab, k, ab[k]);
           }
           store_vec<W>(gx + off + p * W, kk::acc_to_vec<T, W>(o));
         }
@@ -583,6 +669,10 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 #pragma unroll
     for (int k = 0; k < NP; ++k) {
       const long long p = k * R + tx;
+      if constexpr (SMEM > 0) {
+        slots.load(kSaw, k, aw[k]);
+        if constexpr (LN) slots.load(kSab, k, ab[k]);
+      }
 #pragma unroll
       for (int j = 0; j < W; ++j) {
 #pragma unroll
@@ -641,7 +731,7 @@ __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T*
 }
 
 // Backward entry: the 16-byte path when cols % VEC == 0 and every T pointer is aligned, else scalar.
-template <int NP, bool LN, bool TAIL, bool EXTRA, bool SPLIT, typename T>
+template <int NP, bool LN, bool TAIL, bool EXTRA, bool SPLIT, int SMEM, typename T>
 __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, const kk::acc_t<T>* mean,
                                          const kk::acc_t<T>* rstd, const T* g_extra, T* gx, kk::acc_t<T>* pw,
                                          kk::acc_t<T>* pb, long long rows, long long cols, long long rpc) {
@@ -650,13 +740,13 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
   if (cols % V == 0 &&
       kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
-    kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, SPLIT, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols,
-                                                             rpc);
-  } else if constexpr (SPLIT) {
-    __trap();  // rows are split on the 16-byte path only
+    kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, SPLIT, SMEM, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows,
+                                                                   cols, rpc);
+  } else if constexpr (SPLIT || SMEM > 0) {
+    __trap();  // rows are split, and sums kept in shared memory, on the 16-byte path only
   } else {
     check_fits<TAIL, NP, SPLIT>(cols, 1);
-    kk_norms::norm_bwd_run<NP, 1, LN, TAIL, EXTRA, SPLIT, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols, rpc);
+    kk_norms::norm_bwd_run<NP, 1, LN, TAIL, EXTRA, SPLIT, SMEM, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols, rpc);
   }
 }
 
@@ -737,8 +827,12 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 //   row's reductions. (Tried: the partials in shared memory with 4 packs for 16-bit types: no faster in
 //   `kernelkit bench llm`, bench/NOTES.md session 3.)
 //   SPLIT = true: rows split over a cluster as in kk_rms_norm_fwd; chunks = grid.x = the resident clusters.
+//   SMEM = 1 or 2 (16-byte path, Y = 1, else the kernel traps): the chunk's weight-gradient sums (1), and the float
+//   weights too (2), in dynamic shared memory instead of registers: S >= A * NP * VEC * R * sizeof(acc) bytes
+//   with A = (SMEM == 2) + 1 (+ 1 for LayerNorm's bias sums). SMEM 1 loads the next row ahead, SMEM 2 does not
+//   (it is meant for MINB = 2).
 template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool EXTRA = false,
-          bool SPLIT = false>
+          bool SPLIT = false, int SMEM = 0>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                 const typename kk::Acc<T>::type* __restrict__ rstd, const T* __restrict__ g_extra,
@@ -747,7 +841,7 @@ kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __re
   kk::pdl_trigger();  // kk_column_sum, launched dependent, may be scheduled now; it waits for this grid
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   if (EXTRA != (g_extra != nullptr)) __trap();
-  norm_bwd<NP, false, TAIL, EXTRA, SPLIT>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
+  norm_bwd<NP, false, TAIL, EXTRA, SPLIT, SMEM>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
                                           rows_per_chunk);
 }
 
@@ -755,7 +849,7 @@ kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __re
 //   gx = round(rstd*(g - sum(g)/cols - xhat*sum(g*xhat)/cols));
 //   partial_w[chunk*cols + c] = chunk sum of gy*xhat, partial_b[...] = chunk sum of gy (A).
 // Launch: exactly as kk_rms_norm_bwd.
-template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool SPLIT = false>
+template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool SPLIT = false, int SMEM = 0>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                   const typename kk::Acc<T>::type* __restrict__ mean,
@@ -764,6 +858,6 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
                   long long rows, long long cols, long long rows_per_chunk) {
   kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
-  norm_bwd<NP, true, TAIL, false, SPLIT>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b, rows,
+  norm_bwd<NP, true, TAIL, false, SPLIT, SMEM>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b, rows,
                                          cols, rows_per_chunk);
 }

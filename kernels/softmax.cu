@@ -32,6 +32,8 @@ using kk::to_acc;
 using kk::Vec;
 
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
+// Split rows read the other CTAs' values over the cluster (kk::ClusterReduce): pushing them measured 1-4% slower.
+constexpr bool kSplitPush = false;
 constexpr int kWarpRowPacks = 2048; // cross-entropy: warp-per-row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
 
 __device__ __forceinline__ float ex2_approx(float x) {  // 2^x; -inf -> 0, NaN -> NaN
@@ -160,7 +162,7 @@ __device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<
 template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false>
 __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity,
-                                        kk::ClusterReduce<2, acc_t<T>, SPLIT>* cluster = nullptr) {
+                                        kk::ClusterReduce<2, acc_t<T>, SPLIT, kSplitPush>* cluster = nullptr) {
   using A = acc_t<T>;
   Vec<T, W> v[RP];
 #pragma unroll
@@ -307,7 +309,7 @@ __device__ __forceinline__ Vec<T, W> bwd_out(const Vec<T, W>& g, const Vec<T, W>
 template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false>
 __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity,
-                                        kk::ClusterReduce<1, acc_t<T>, SPLIT>* cluster = nullptr) {
+                                        kk::ClusterReduce<1, acc_t<T>, SPLIT, kSplitPush>* cluster = nullptr) {
   using A = acc_t<T>;
   Vec<T, W> vg[RP], vy[RP];
 #pragma unroll
@@ -642,8 +644,8 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
 template <int N, typename T, int W, int RP, class Row>
 __device__ __forceinline__ void split_rows(long long rows, long long cols, Row&& row) {
   using A = acc_t<T>;
-  __shared__ A slots[2 * N];
-  kk::ClusterReduce<N, A, true> cluster{slots};
+  __shared__ A slots[kk::ClusterReduce<N, A, true, kSplitPush>::kSlots];
+  kk::ClusterReduce<N, A, true, kSplitPush> cluster{slots};
   const long long nv = cols / W;
   const int nt = (int)kk::row_threads<true>(), ti = kk::row_thread<true>();
   if (nv > RP * (long long)nt) __trap();
@@ -656,7 +658,7 @@ __device__ __forceinline__ void split_rows(long long rows, long long cols, Row&&
 template <typename T, int W, int RP>
 __device__ __forceinline__ void softmax_fwd_split(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
   split_rows<2, T, W, RP>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
-                                          kk::ClusterReduce<2, acc_t<T>, true>& cluster) {
+                                          kk::ClusterReduce<2, acc_t<T>, true, kSplitPush>& cluster) {
     fwd_row<T, W, true, RP, false, true>(x + o, y + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
   });
 }
@@ -665,7 +667,7 @@ template <typename T, int W, int RP>
 __device__ __forceinline__ void softmax_bwd_split(const T* gy, const T* y, T* gx, long long rows, long long cols,
                                                   acc_t<T>* red) {
   split_rows<1, T, W, RP>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
-                                          kk::ClusterReduce<1, acc_t<T>, true>& cluster) {
+                                          kk::ClusterReduce<1, acc_t<T>, true, kSplitPush>& cluster) {
     bwd_row<T, W, true, RP, false, true>(gy + o, y + o, gx + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
   });
 }

@@ -167,6 +167,31 @@ def test_softmax_rows_split_over_a_cluster(dtype, cols):
     assert torch.equal(K.softmax(x)[3:], y[3:]) and torch.equal(softmax_backward(g, y), gx)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", [16392, 40960, 65536])
+def test_norm_backwards_split_over_a_cluster(dtype, cols):
+    """Backward rows split over clusters of 3, 5 and 8 CTAs on sm_90+, with more rows than resident clusters:
+    each cluster sums the weight (and bias) gradients of several rows in its shared-memory slots or registers
+    (ops/norms.py _BWD_SPLIT_FIT) and alternates its exchange slots. The gradients agree with the CPU and are
+    bitwise the same across runs."""
+    rows = 200
+    x, r, g = (rand(rows, cols, dtype) for _ in range(3))
+    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
+    _, rstd = norms._rms_norm(x, w, 1e-6)
+    _, mean, lrstd = norms._layer_norm(x, w, b, 1e-5)
+    cases = [
+        (norms.rms_norm_backward, (g, x, w, rstd)),
+        (norms.add_rms_norm_backward, (g, r, x, w, rstd)),
+        (norms.layer_norm_backward, (g, x, w, mean, lrstd)),
+    ]
+    for fn, args in cases:
+        out, outc = both(fn, *args)
+        agree(out[0], outc[0], dtype, 8)
+        for o, oc in zip(out[1:], outc[1:]):
+            agree(o, oc, dtype, 4 * rows**0.5)
+        assert all(torch.equal(a, b) for a, b in zip(fn(*args), out)), fn.__name__
+
+
 def check_reduced(x, target, smoothing, dtype):
     """kernelkit::cross_entropy_reduced (mean and sum, in the logits' dtype and in float32) and the backward
     of such a loss: its gradient in the loss's dtype, divided by the forward's divisor."""

@@ -83,11 +83,14 @@ class RowShape(NamedTuple):
             self.kernel.launch(grid, self.block, args, self.smem)
 
 
-def split_shape(family: str, expr: str, packs: int, dtype: torch.dtype, cols: int, dev: int) -> Optional[RowShape]:
+def split_shape(
+    family: str, expr: str, packs: int, dtype: torch.dtype, cols: int, dev: int, smem_per_thread: int = 0
+) -> Optional[RowShape]:
     """The launch of rows split over a thread-block cluster, each CTA holding its part of the row in
     registers (``packs`` 16-byte packs per thread): a grid of the resident clusters looping over rows (10%
     faster than a cluster per row, bench/sweep_split.py). None where that takes more than 8 CTAs or the GPU
-    has no clusters (before sm_90). ``expr``: the kernel, in kernels/<family>.cu."""
+    has no clusters (before sm_90). ``expr``: the kernel, in kernels/<family>.cu; ``smem_per_thread``: its
+    dynamic shared memory per thread of a CTA."""
     if not has_clusters(dev):
         return None
     e = packs * VEC[dtype]
@@ -96,8 +99,9 @@ def split_shape(family: str, expr: str, packs: int, dtype: torch.dtype, cols: in
         return None
     r = pow2ceil(cdiv(cols, ctas * e))
     k = kernel(family, expr)
-    clusters = k.max_active_clusters((r, 1), (1, ctas, 1), 0, dev)
-    return RowShape(k, (r, 1), 1, clusters, ctas) if clusters else None
+    smem = smem_per_thread * r
+    clusters = k.max_active_clusters((r, 1), (1, ctas, 1), smem, dev)
+    return RowShape(k, (r, 1), 1, clusters, ctas, smem) if clusters else None
 
 
 def row_cache_bytes(k: Kernel, dev: int, packs: int, unit: int) -> int:

@@ -78,6 +78,18 @@ _SPLIT_FIT = {("kk_add_rms_norm_fwd", _F32): (4, 3)}
 _TAIL_FIT = {("kk_layer_norm_fwd", t): (2, 2) for t in _B16}
 # Backward packs per tensor (kNpBwd); rows beyond 512 threads' worth stream their tail in-kernel.
 _BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
+# Backward rows split over a cluster: (SMEM, minimum blocks per SM), keyed by (kernel, dtype, whether it adds
+# add_rms_norm's residual gradient). SMEM 1 keeps the weight-gradient sums in dynamic shared memory, 2 the float
+# weights too (kernels/norms.cu PackSlots), so that rows fit two blocks per SM. Against (0, 1) at 8192 x 65536 on
+# an H200 (bench/sweep_split.py --backward-only, h200-2026-11-22-s12/sweep_split-bwd-push.log): bf16 rms_norm
+# 1260 -> 1208 us, add_rms_norm 1766 -> 1369, layer_norm 1513 -> 1488; float32 rms_norm 1953 -> 1758,
+# add_rms_norm 2752 -> 2272, layer_norm 2211 -> 1895.
+_BWD_SPLIT_FIT = {
+    **{(n, t, e): (2, 2) for n, e in (("kk_rms_norm_bwd", False), ("kk_rms_norm_bwd", True)) for t in _B16},
+    **{("kk_layer_norm_bwd", t, False): (1, 1) for t in (*_B16, _F32)},
+    ("kk_rms_norm_bwd", _F32, False): (1, 1),
+    ("kk_rms_norm_bwd", _F32, True): (2, 2),
+}
 
 
 def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[int, int, bool]:
@@ -140,8 +152,11 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
     r, y, tail = _row_block(packs, dtype, cols, vec)
     if tail and vec:
         extra_arg = f"{str(extra).lower()}, " if name == "kk_rms_norm_bwd" else ""
-        expr = f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}true>"
-        split = split_shape("norms", expr, packs, dtype, cols, dev)
+        smem, minb = _BWD_SPLIT_FIT.get((name, dtype, extra), (0, 1))
+        expr = f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}, {extra_arg}true, {smem}>"
+        # slot arrays (the weights, the weight sums, the bias sums) of float packs
+        arrays = ((smem >= 2) + (2 if name == "kk_layer_norm_bwd" else 1)) if smem else 0
+        split = split_shape("norms", expr, packs, dtype, cols, dev, arrays * packs * VEC[dtype] * 4)
         if split:
             return split, column_sum
     # Rows held whole prefetch the next row; float32 LayerNorm spills doing so and keeps the tail kernel.

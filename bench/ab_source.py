@@ -1,0 +1,93 @@
+"""A/B timing of a source change to one kernel family, through the shipped ops:
+
+    python3 bench/ab_source.py --family norms --sub "kBwdPush = true" "kBwdPush = false" \
+        rms_norm_backward:bfloat16:8192x65536 layer_norm_backward:float32:8192x65536
+
+A case is NAME:DTYPE:ROWSxCOLS, NAME being a `kernelkit bench` case, timed for kernelkit only. Variant B is
+kernels/<family>.cu with each (regex, replacement) applied once, compiled as its own module; the ops are
+pointed at it by swapping the module that ops/_runtime.kernel() takes kernels from (and clearing the cached
+launch shapes). A and B alternate for --rounds rounds, so that drift of the GPU's clocks hits both; each
+reports its median. B's outputs are checked against A's.
+"""
+
+import argparse
+import importlib
+import pkgutil
+import statistics
+
+import torch
+from profile_rows import calls
+from sweep_common import source_variant, write_results
+
+import kernelkit.ops
+from kernelkit.bench import _gpu_median_ms, copy_bandwidth
+from kernelkit.ops import _runtime
+
+_shipped_module = _runtime._module
+
+
+def _use(family, module):
+    """Point the ops at ``module`` for ``family`` (None: the shipped one) and forget cached launch shapes."""
+    if module is None:
+        _runtime._module = _shipped_module
+    else:
+        _runtime._module = lambda f: module if f == family else _shipped_module(f)
+    _runtime._kernels.clear()
+    for info in pkgutil.iter_modules(kernelkit.ops.__path__):
+        mod = importlib.import_module(f"kernelkit.ops.{info.name}")
+        for obj in vars(mod).values():
+            if callable(getattr(obj, "cache_clear", None)) and obj is not _shipped_module:
+                obj.cache_clear()
+
+
+def _tensors(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+def _same(a, b):
+    ta, tb = _tensors(a), _tensors(b)
+    return len(ta) == len(tb) and all(
+        torch.allclose(x.float(), y.float(), rtol=2e-2, atol=2e-2, equal_nan=True) for x, y in zip(ta, tb)
+    )
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases", nargs="+", help="NAME:DTYPE:ROWSxCOLS")
+    ap.add_argument("--family", required=True, help="kernels/<family>.cu")
+    ap.add_argument("--sub", nargs=2, action="append", required=True, metavar=("REGEX", "REPLACEMENT"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    variant = source_variant(a.family, [tuple(s) for s in a.sub])
+    runs = [(spec, fn) for spec in a.cases for _, fn in calls(spec, ["kernelkit"])]
+    times = {(spec, v): [] for spec, _ in runs for v in "AB"}
+    ok = {}
+    for _ in range(a.rounds):
+        for spec, fn in runs:
+            outs = {}
+            for v, module in (("A", None), ("B", variant)):
+                _use(a.family, module)
+                outs[v] = fn()
+                times[spec, v].append(_gpu_median_ms([fn], reps=a.reps, warmup=3) * 1e3)
+            ok[spec] = ok.get(spec, True) and _same(outs["A"], outs["B"])
+    _use(a.family, None)
+    subs = "; ".join(f"{p!r} -> {r!r}" for p, r in a.sub)
+    print(f"B: {a.family}.cu with {subs}")
+    results = []
+    for spec, _ in runs:
+        med = {v: statistics.median(times[spec, v]) for v in "AB"}
+        note = "" if ok[spec] else "  B DIFFERS"
+        print(f"  {spec:40s} A {med['A']:9.1f} us  B {med['B']:9.1f} us  B/A {med['B'] / med['A']:6.3f}{note}")
+        results.append({"case": spec, "a_us": med["A"], "b_us": med["B"], "same": ok[spec], "sub": a.sub})
+    if a.out:
+        write_results(a.out, copy_bandwidth(), results)
+
+
+if __name__ == "__main__":
+    main()
