@@ -14,7 +14,7 @@ from sweep_common import guarded, norm_forward, source_variant, write_results
 
 from kernelkit.bench import _gpu_median_ms, copy_bandwidth
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel, resident_blocks, row_cache_bytes
+from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel, pow2ceil, resident_blocks, row_cache_bytes
 
 ROWS, COLS = 8192, 65536
 
@@ -67,11 +67,14 @@ def forward(name, dtype, results):
     report(case, out, nbytes, results)
 
 
-def backward(name, dtype, results):
-    x = torch.randn(ROWS, COLS, dtype=dtype, device="cuda")
+def backward(name, dtype, results, rows=ROWS, cols=COLS, fits=None):
+    """The backward of ``name`` at rows x cols with the weight sums (and weights) in registers or shared memory
+    (SMEM) at 1 or 2 blocks per SM: rows split over a cluster where one 512-thread block cannot hold them, else
+    one row per block (Y = 1) on a grid of the resident blocks."""
+    x = torch.randn(rows, cols, dtype=dtype, device="cuda")
     g = torch.randn_like(x)
-    w = torch.randn(COLS, dtype=dtype, device="cuda")
-    b = torch.randn(COLS, dtype=dtype, device="cuda")
+    w = torch.randn(cols, dtype=dtype, device="cuda")
+    b = torch.randn(cols, dtype=dtype, device="cuda")
     if name == "kk_rms_norm_bwd":
         _, rstd = norms._rms_norm(x, w, 1e-6)
         lib = lambda: norms.rms_norm_backward(g, x, w, rstd)
@@ -89,21 +92,24 @@ def backward(name, dtype, results):
         head = (g, x, w, mean, rstd)
         nparts = 2
     ref, ref_w = (t.clone() for t in lib()[:2])
-    case = f"{name} {str(dtype)[6:]}"
+    case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
     out = [("shipped", median_us(lib))]
     gx = torch.empty_like(x)
     np_ = norms._BWD_PACKS[dtype]
     extra = {"kk_rms_norm_bwd": "false, ", "kk_add_rms_norm_bwd": "true, "}.get(name, "")
     kname = "kk_layer_norm_bwd" if name == "kk_layer_norm_bwd" else "kk_rms_norm_bwd"
-    rt = 512
-    ctas = cdiv(COLS, rt * np_ * VEC[dtype])
+    e = np_ * VEC[dtype]
+    split = cols > 512 * e
+    ctas = cdiv(cols, 512 * e) if split else 1
+    rt = 512 if split else pow2ceil(cdiv(cols, e))
     # (weights and sums in shared memory: 0 none, 1 the sums, 2 the weights too; minimum blocks per SM; the
     # next row loaded ahead, or None for the kernel's default). Each slot array is np_ 16-byte units of
     # floats per pack and thread.
     units = VEC[dtype] * 4 // 16
-    fits = [(0, 1, None)] + [(sm, mb, pf) for sm in (1, 2) for mb in (1, 2) for pf in (True, False)]
+    if fits is None:
+        fits = [(0, 1, None)] + [(sm, mb, pf) for sm in (1, 2) for mb in (1, 2) for pf in (True, False)]
     for smem, minb, pf in fits:
-        expr = f"{kname}<{CTYPE[dtype]}, false, {np_}, {minb}, {extra}true, {smem}>"
+        expr = f"{kname}<{CTYPE[dtype]}, false, {np_}, {minb}, {extra}{str(split).lower()}, {smem}>"
         if pf is None:
             k = kernel("norms", expr)
         else:
@@ -111,16 +117,21 @@ def backward(name, dtype, results):
             k = source_variant("norms", flip).kernel(expr)
         arrays = ((2 if smem == 2 else 1) + (nparts - 1)) if smem else 0
         dyn = arrays * np_ * units * rt * 16
-        clusters = k.max_active_clusters((rt, 1), (1, ctas, 1), dyn)
-        rpc = cdiv(ROWS, clusters)
-        parts = [torch.empty(clusters, COLS, dtype=torch.float32, device="cuda") for _ in range(nparts)]
-        bargs = (*head, gx, *parts, ROWS, COLS, rpc)
-        go = lambda: k.launch((clusters, ctas), (rt, 1), bargs, dyn, cluster=(1, ctas, 1))
+        if split:
+            chunks = k.max_active_clusters((rt, 1), (1, ctas, 1), dyn)
+            go = lambda: k.launch((chunks, ctas), (rt, 1), bargs, dyn, cluster=(1, ctas, 1))
+        else:
+            chunks = resident_blocks(k, rt, 0, dyn)
+            go = lambda: k.launch(chunks, (rt, 1), bargs, dyn)
+        rpc = cdiv(rows, chunks)
+        chunks = cdiv(rows, rpc)  # the chunks the kernel writes (the grid may have more blocks than chunks)
+        parts = [torch.empty(chunks, cols, dtype=torch.float32, device="cuda") for _ in range(nparts)]
+        bargs = (*head, gx, *parts, rows, cols, rpc)
         gx.zero_()
         go()
         ok = close(gx, ref) and close(parts[0].sum(0), ref_w)
         what = f"smem {smem} minb {minb} prefetch {'default' if pf is None else pf}"
-        label = f"{what}: R {rt} x {ctas} CTAs, {clusters} chunks, no column sum" + ("" if ok else " WRONG")
+        label = f"{what}: R {rt} x {ctas} CTAs, {chunks} chunks, no column sum" + ("" if ok else " WRONG")
         out.append((label, median_us(go)))
     report(case, out, (4 if name == "kk_add_rms_norm_bwd" else 3) * x.nbytes, results)
 
@@ -139,8 +150,21 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--forward-only", action="store_true")
     ap.add_argument("--backward-only", action="store_true")
+    ap.add_argument(
+        "--held-backward",
+        action="store_true",
+        help="only the backwards of rows one block holds (32768 x 4096 and 8192), registers against shared memory",
+    )
     args = ap.parse_args()
     results = []
+    if args.held_backward:
+        for dtype in (torch.bfloat16, torch.float32):
+            for name in ("kk_rms_norm_bwd", "kk_add_rms_norm_bwd", "kk_layer_norm_bwd"):
+                for cols in (4096, 8192):
+                    fits = [(0, 1, None), (1, 1, None), (2, 2, None)]
+                    guarded(name, lambda: backward(name, dtype, results, 32768, cols, fits))
+        write_results(args.out, copy_bandwidth(), results)
+        return
     for dtype in (torch.bfloat16, torch.float32):
         for name in () if args.backward_only else ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd"):
             forward(name, dtype, results)

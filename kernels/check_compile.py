@@ -33,6 +33,9 @@ ALLOWED_SPILL = {
     # float32 add_rms_norm forward rows split over a cluster at 40 registers (_SPLIT_FIT): one 4-byte reload since
     # the CTAs' sums are pushed to each other (kk::ClusterReduce), which measured 0.9% faster than without.
     "kk_add_rms_norm_fwd<float, false, 4, 3, true>": 8,
+    # float32 add_rms_norm backward rows of 4096-8192 columns at two blocks per SM (_BWD_HELD_FIT): one 4-byte reload;
+    # 5-6% faster than one block per SM without it (bench/results/h200-2026-11-22-s12/sweep_split-held-bwd.log).
+    "kk_rms_norm_bwd<float, false, 4, 2, true, false, 2>": 8,
     # float32 LayerNorm rows of 4097 to 16384 columns (ops/norms.py): 95% of copy at 8192 columns with this
     # 8-byte spill, 87.5% for 4 packs at 1 block per SM without (bench/results/h200-2026-11-22-s7/sweep_llm5.log).
     "kk_layer_norm_fwd<float, false>": 16,
@@ -86,6 +89,9 @@ def instantiations():
         fits["__nv_bfloat16"] = fits["__half"]
     for fits, k in ((ln, "kk_layer_norm_bwd"), (rms, "kk_rms_norm_bwd"), (add_rms, "kk_rms_norm_bwd")):
         norms += [f"{k}<{t}, false, {np_bwd[t]}, {fits[t]}>" for t in TYPES]
+    # float32 rows one block holds, with _BWD_HELD_FIT's shared-memory sums
+    norms += ["kk_layer_norm_bwd<float, false, 4, 1, false, 1>", "kk_rms_norm_bwd<float, false, 4, 1, false, false, 1>"]
+    norms += ["kk_rms_norm_bwd<float, false, 4, 2, true, false, 2>"]
     sm = [
         f"{k}<{t}>"
         for k in ("kk_softmax_fwd", "kk_softmax_bwd", "kk_cross_entropy_fwd", "kk_cross_entropy_bwd")

@@ -168,13 +168,13 @@ def test_softmax_rows_split_over_a_cluster(dtype, cols):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("cols", [16392, 40960, 65536])
-def test_norm_backwards_split_over_a_cluster(dtype, cols):
-    """Backward rows split over clusters of 3, 5 and 8 CTAs on sm_90+, with more rows than resident clusters:
-    each cluster sums the weight (and bias) gradients of several rows in its shared-memory slots or registers
-    (ops/norms.py _BWD_SPLIT_FIT) and alternates its exchange slots. The gradients agree with the CPU and are
-    bitwise the same across runs."""
-    rows = 200
+@pytest.mark.parametrize("cols", [4096, 8192, 16392, 40960, 65536])
+def test_norm_backwards_with_many_rows_per_chunk(dtype, cols):
+    """Backward rows held by one block (4096, 8192) or split over clusters of 3, 5 and 8 CTAs on sm_90+, with
+    more rows than resident blocks or clusters: each sums the weight (and bias) gradients of several rows in
+    shared-memory slots or registers (ops/norms.py _BWD_SPLIT_FIT, _BWD_HELD_FIT), and the clusters alternate
+    their exchange slots. The gradients agree with the CPU and are bitwise the same across runs."""
+    rows = 600 if cols <= 8192 else 200
     x, r, g = (rand(rows, cols, dtype) for _ in range(3))
     w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
     _, rstd = norms._rms_norm(x, w, 1e-6)

@@ -90,6 +90,12 @@ _BWD_SPLIT_FIT = {
     ("kk_rms_norm_bwd", _F32, False): (1, 1),
     ("kk_rms_norm_bwd", _F32, True): (2, 2),
 }
+# The same for float32 rows one block of 256 or 512 threads holds (4096 to 8192 columns), where it measured faster
+# than registers at 32768 x 4096 and 8192 (bench/sweep_split.py --held-backward, h200-2026-11-22-s12): add_rms_norm
+# 570.8 -> 543.8 us and 1154.1 -> 1080.9, layer_norm (against its streamed-tail kernel, which it had kept because
+# the held one spills) 871.5 -> 825.2 at 8192, rms_norm 814.4 -> 802.1 at 8192. The 16-bit rows measured the same
+# or slower in shared memory.
+_BWD_HELD_FIT = {key: fit for key, fit in _BWD_SPLIT_FIT.items() if key[1] == _F32}
 
 
 def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[int, int, bool]:
@@ -150,15 +156,24 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
     column_sum = kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
     packs = _BWD_PACKS[dtype]
     r, y, tail = _row_block(packs, dtype, cols, vec)
-    if tail and vec:
-        extra_arg = f"{str(extra).lower()}, " if name == "kk_rms_norm_bwd" else ""
-        smem, minb = _BWD_SPLIT_FIT.get((name, dtype, extra), (0, 1))
-        expr = f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}, {extra_arg}true, {smem}>"
-        # slot arrays (the weights, the weight sums, the bias sums) of float packs
+    extra_arg = f"{str(extra).lower()}, " if name == "kk_rms_norm_bwd" else ""
+
+    def expr(smem: int, minb: int, split: bool) -> Tuple[str, int]:
+        """The kernel and its dynamic shared memory per thread: slot arrays (the weights, the weight sums, the
+        bias sums) of float packs."""
         arrays = ((smem >= 2) + (2 if name == "kk_layer_norm_bwd" else 1)) if smem else 0
-        split = split_shape("norms", expr, packs, dtype, cols, dev, arrays * packs * VEC[dtype] * 4)
+        e = f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}, {extra_arg}{str(split).lower()}, {smem}>"
+        return e, arrays * packs * VEC[dtype] * 4
+
+    if tail and vec:
+        e, per_thread = expr(*_BWD_SPLIT_FIT.get((name, dtype, extra), (0, 1)), True)
+        split = split_shape("norms", e, packs, dtype, cols, dev, per_thread)
         if split:
             return split, column_sum
+    if not tail and vec and r >= 256 and (name, dtype, extra) in _BWD_HELD_FIT:
+        e, per_thread = expr(*_BWD_HELD_FIT[name, dtype, extra], False)
+        k = kernel("norms", e)
+        return RowShape(k, (r, 1), 1, resident_blocks(k, r, dev, per_thread * r), smem=per_thread * r), column_sum
     # Rows held whole prefetch the next row; float32 LayerNorm spills doing so and keeps the tail kernel.
     tail = tail or (name, dtype) == ("kk_layer_norm_bwd", torch.float32)
     suffix = f", {packs}, 1, true" if extra else ""
