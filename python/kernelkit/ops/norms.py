@@ -90,7 +90,7 @@ _BWD_SPLIT_FIT = {
     ("kk_rms_norm_bwd", _F32, False): (1, 1),
     ("kk_rms_norm_bwd", _F32, True): (2, 2),
 }
-# The same for float32 rows one block of 256 or 512 threads holds (4096 to 8192 columns), where it measured faster
+# The same for float32 rows one block of 256 or 512 threads holds (2049 to 8192 columns), where it measured faster
 # than registers at 32768 x 4096 and 8192 (bench/sweep_split.py --held-backward, h200-2026-11-22-s12): add_rms_norm
 # 570.8 -> 543.8 us and 1154.1 -> 1080.9, layer_norm (against its streamed-tail kernel, which it had kept because
 # the held one spills) 871.5 -> 825.2 at 8192, rms_norm 814.4 -> 802.1 at 8192. The 16-bit rows measured the same
@@ -174,7 +174,8 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
         e, per_thread = expr(*_BWD_HELD_FIT[name, dtype, extra], False)
         k = kernel("norms", e)
         return RowShape(k, (r, 1), 1, resident_blocks(k, r, dev, per_thread * r), smem=per_thread * r), column_sum
-    # Rows held whole prefetch the next row; float32 LayerNorm spills doing so and keeps the tail kernel.
+    # Rows held whole prefetch the next row; float32 LayerNorm spills doing so with its sums in registers, and
+    # streams a tail instead where they are not in shared memory (up to 2048 columns, the scalar path).
     tail = tail or (name, dtype) == ("kk_layer_norm_bwd", torch.float32)
     suffix = f", {packs}, 1, true" if extra else ""
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}{suffix}>")
