@@ -103,9 +103,7 @@ def backward(name, dtype, results, rows=ROWS, cols=COLS, fits=None):
     ctas = cdiv(cols, 512 * e) if split else 1
     rt = 512 if split else pow2ceil(cdiv(cols, e))
     # (weights and sums in shared memory: 0 none, 1 the sums, 2 the weights too; minimum blocks per SM; the
-    # next row loaded ahead, or None for the kernel's default). Each slot array is np_ 16-byte units of
-    # floats per pack and thread.
-    units = VEC[dtype] * 4 // 16
+    # next row loaded ahead, or None for the kernel's default).
     if fits is None:
         fits = [(0, 1, None)] + [(sm, mb, pf) for sm in (1, 2) for mb in (1, 2) for pf in (True, False)]
     for smem, minb, pf in fits:
@@ -115,8 +113,7 @@ def backward(name, dtype, results, rows=ROWS, cols=COLS, fits=None):
         else:
             flip = ((r"SMEM \? SMEM == 1 :", f"SMEM ? {str(pf).lower()} :"),)
             k = source_variant("norms", flip).kernel(expr)
-        arrays = ((2 if smem == 2 else 1) + (nparts - 1)) if smem else 0
-        dyn = arrays * np_ * units * rt * 16
+        dyn = norms.bwd_slot_bytes(kname, dtype, smem) * rt
         if split:
             chunks = k.max_active_clusters((rt, 1), (1, ctas, 1), dyn)
             go = lambda: k.launch((chunks, ctas), (rt, 1), bargs, dyn, cluster=(1, ctas, 1))

@@ -95,13 +95,22 @@ __device__ __forceinline__ void cluster_barrier() {
 #endif
 }
 
-// *p in the shared memory of the cluster's CTA `rank` (p: this CTA's copy of a __shared__ variable).
+// The address of *p in the shared memory of the cluster's CTA `rank` (p: this CTA's copy of a __shared__
+// variable), for ld/st.shared::cluster.
+__device__ __forceinline__ unsigned cluster_address(const void* p, unsigned rank) {
+  unsigned remote = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+#endif
+  return remote;
+}
+
+// *p in the shared memory of the cluster's CTA `rank`.
 template <typename A> __device__ __forceinline__ A load_cluster(const A* p, unsigned rank) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   static_assert(sizeof(A) == 4 || sizeof(A) == 8, "float or double");
-  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  const unsigned remote = cluster_address(p, rank);
   A v;
   if constexpr (sizeof(A) == 4) asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
   else asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(remote) : "memory");
@@ -111,27 +120,15 @@ template <typename A> __device__ __forceinline__ A load_cluster(const A* p, unsi
 #endif
 }
 
-// *p = v in the shared memory of the cluster's CTA `rank` (p: this CTA's copy of a __shared__ variable).
+// *p = v in the shared memory of the cluster's CTA `rank`.
 template <typename A> __device__ __forceinline__ void store_cluster(A* p, unsigned rank, A v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   static_assert(sizeof(A) == 4 || sizeof(A) == 8, "float or double");
-  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  const unsigned remote = cluster_address(p, rank);
   if constexpr (sizeof(A) == 4) asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
   else asm volatile("st.shared::cluster.f64 [%0], %1;" ::"r"(remote), "d"(v) : "memory");
 #else
   *p = v;
-#endif
-}
-
-__device__ __forceinline__ unsigned cluster_rank() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-#else
-  return 0;
 #endif
 }
 
@@ -158,7 +155,7 @@ template <int N, typename A, bool SPLIT, bool PUSH = true> struct ClusterReduce 
       A* const set = slots + parity * (kSlots / 2);
       if constexpr (PUSH) {
         if (threadIdx.x < n) {
-          A* const mine = set + cluster_rank() * N;
+          A* const mine = set + blockIdx.y * N;  // this CTA's rank: clusters are (1, gridDim.y, 1)
 #pragma unroll
           for (int i = 0; i < N; ++i) store_cluster(mine + i, threadIdx.x, v[i]);
         }

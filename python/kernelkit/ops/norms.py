@@ -98,6 +98,15 @@ _BWD_SPLIT_FIT = {
 _BWD_HELD_FIT = {key: fit for key, fit in _BWD_SPLIT_FIT.items() if key[1] == _F32}
 
 
+def bwd_slot_bytes(name: str, dtype: torch.dtype, smem: int) -> int:
+    """Dynamic shared memory per thread of a backward kernel with SMEM = ``smem`` (kernels/norms.cu PackSlots):
+    slot arrays (the weights for SMEM 2, the weight sums, LayerNorm's bias sums) of float packs."""
+    if not smem:
+        return 0
+    arrays = (smem >= 2) + (2 if name == "kk_layer_norm_bwd" else 1)
+    return arrays * _BWD_PACKS[dtype] * VEC[dtype] * 4
+
+
 def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[int, int, bool]:
     """(R, Y, whether rows have a streamed tail)."""
     e = packs * VEC[dtype] if vec else packs
@@ -159,11 +168,9 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
     extra_arg = f"{str(extra).lower()}, " if name == "kk_rms_norm_bwd" else ""
 
     def expr(smem: int, minb: int, split: bool) -> Tuple[str, int]:
-        """The kernel and its dynamic shared memory per thread: slot arrays (the weights, the weight sums, the
-        bias sums) of float packs."""
-        arrays = ((smem >= 2) + (2 if name == "kk_layer_norm_bwd" else 1)) if smem else 0
+        """The kernel and its dynamic shared memory per thread."""
         e = f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}, {extra_arg}{str(split).lower()}, {smem}>"
-        return e, arrays * packs * VEC[dtype] * 4
+        return e, bwd_slot_bytes(name, dtype, smem)
 
     if tail and vec:
         e, per_thread = expr(*_BWD_SPLIT_FIT.get((name, dtype, extra), (0, 1)), True)
