@@ -3,11 +3,16 @@
     python3 bench/ab_source.py --family norms --sub "kBwdPush = true" "kBwdPush = false" \
         rms_norm_backward:bfloat16:8192x65536 layer_norm_backward:float32:8192x65536
 
+or against the sources of another revision (B = <family>.cu and common.cuh from a directory):
+
+    mkdir -p /tmp/b && for f in norms.cu common.cuh; do git show HEAD~1:kernels/$f > /tmp/b/$f; done
+    python3 bench/ab_source.py --family norms --b-dir /tmp/b rms_norm_backward:bfloat16:8192x65536
+
 A case is NAME:DTYPE:ROWSxCOLS, NAME being a `kernelkit bench` case, timed for kernelkit only. Variant B is
-kernels/<family>.cu with each (regex, replacement) applied once, compiled as its own module; the ops are
-pointed at it by swapping the module that ops/_runtime.kernel() takes kernels from (and clearing the cached
-launch shapes). A and B alternate for --rounds rounds, so that drift of the GPU's clocks hits both; each
-reports its median. B's outputs are checked against A's.
+kernels/<family>.cu (or the --b-dir one) with each (regex, replacement) applied once, compiled as its own
+module; the ops are pointed at it by swapping the module that ops/_runtime.kernel() takes kernels from (and
+clearing the cached launch shapes). A and B alternate for --rounds rounds, so that drift of the GPU's clocks
+hits both; each reports its median. B's outputs are checked against A's.
 """
 
 import argparse
@@ -59,12 +64,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", nargs="+", help="NAME:DTYPE:ROWSxCOLS")
     ap.add_argument("--family", required=True, help="kernels/<family>.cu")
-    ap.add_argument("--sub", nargs=2, action="append", required=True, metavar=("REGEX", "REPLACEMENT"))
+    ap.add_argument("--sub", nargs=2, action="append", default=[], metavar=("REGEX", "REPLACEMENT"))
+    ap.add_argument("--b-dir", help="B's <family>.cu and common.cuh (before any --sub)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out")
     a = ap.parse_args()
-    variant = source_variant(a.family, [tuple(s) for s in a.sub])
+    if not a.sub and not a.b_dir:
+        ap.error("give --sub or --b-dir")
+    base = {}
+    if a.b_dir:
+        base = {"source": open(f"{a.b_dir}/{a.family}.cu").read(), "common": open(f"{a.b_dir}/common.cuh").read()}
+    variant = source_variant(a.family, [tuple(s) for s in a.sub], **base)
     runs = [(spec, fn) for spec in a.cases for _, fn in calls(spec, ["kernelkit"])]
     times = {(spec, v): [] for spec, _ in runs for v in "AB"}
     ok = {}
@@ -77,14 +88,16 @@ def main():
                 times[spec, v].append(_gpu_median_ms([fn], reps=a.reps, warmup=3) * 1e3)
             ok[spec] = ok.get(spec, True) and _same(outs["A"], outs["B"])
     _use(a.family, None)
-    subs = "; ".join(f"{p!r} -> {r!r}" for p, r in a.sub)
-    print(f"B: {a.family}.cu with {subs}")
+    subs = "; ".join(f"{p!r} -> {r!r}" for p, r in a.sub) or "no substitutions"
+    print(f"B: {a.b_dir or 'kernels'}/{a.family}.cu with {subs}")
     results = []
     for spec, _ in runs:
         med = {v: statistics.median(times[spec, v]) for v in "AB"}
         note = "" if ok[spec] else "  B DIFFERS"
         print(f"  {spec:40s} A {med['A']:9.1f} us  B {med['B']:9.1f} us  B/A {med['B'] / med['A']:6.3f}{note}")
-        results.append({"case": spec, "a_us": med["A"], "b_us": med["B"], "same": ok[spec], "sub": a.sub})
+        results.append(
+            {"case": spec, "a_us": med["A"], "b_us": med["B"], "same": ok[spec], "sub": a.sub, "b_dir": a.b_dir}
+        )
     if a.out:
         write_results(a.out, copy_bandwidth(), results)
 

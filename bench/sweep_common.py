@@ -15,13 +15,19 @@ from kernelkit.ops import norms
 _variants = {}
 
 
-def source_variant(family: str, subs: Sequence[Tuple[str, str]] = (), count: int = 1, common: Optional[str] = None):
+def source_variant(
+    family: str,
+    subs: Sequence[Tuple[str, str]] = (),
+    count: int = 1,
+    common: Optional[str] = None,
+    source: Optional[str] = None,
+):
     """kernels/<family>.cu with each (regex, replacement) applied ``count`` times (which must match), or with
     count=0 to every match there is, compiled as its own module (NVRTC, a few seconds); ``common``: a
-    common.cuh to use instead."""
-    key = (family, tuple(subs), count, common)
+    common.cuh to use instead, ``source``: a <family>.cu to start from instead."""
+    key = (family, tuple(subs), count, common, source)
     if key not in _variants:
-        src = _native.op_source(f"{family}.cu")
+        src = source if source is not None else _native.op_source(f"{family}.cu")
         for pat, rep in subs:
             src, n = re.subn(pat, rep, src, count=count)
             if count and n != count:

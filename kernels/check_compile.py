@@ -30,9 +30,11 @@ ALLOWED_SPILL = {
     "kk_bias_gelu_fwd<__half, 1>": 8,
     # 64 registers (two blocks per SM): 91-93% of copy at 4096-8192 columns, 70% at 116 registers.
     "kk_softmax_fwd<float, 2>": 32,
-    # float32 add_rms_norm forward rows split over a cluster at 40 registers (_SPLIT_FIT): one 4-byte reload since
-    # the CTAs' sums are pushed to each other (kk::ClusterReduce), which measured 0.9% faster than without.
-    "kk_add_rms_norm_fwd<float, false, 4, 3, true>": 8,
+    # Rows split over a cluster at 2 blocks per SM, where the row reduction's stage counter (kk::ClusterRowReduce)
+    # costs a reload: float32 LayerNorm forward 1236.7 us at 8192 x 65536 against 1296.6 for the best fit without
+    # spills, float32 add_rms_norm backward 2198.7 against 2475.5 (bench/results/h200-2026-11-22-s13/sweep_split-*).
+    "kk_layer_norm_fwd<float, false, 8, 2, true>": 32,
+    "kk_rms_norm_bwd<float, false, 4, 2, true, true, 2>": 16,
     # float32 add_rms_norm backward rows of 4096-8192 columns at two blocks per SM (_BWD_HELD_FIT): one 4-byte reload;
     # 5-6% faster than one block per SM without it (bench/results/h200-2026-11-22-s12/sweep_split-held-bwd.log).
     "kk_rms_norm_bwd<float, false, 4, 2, true, false, 2>": 8,
@@ -79,11 +81,13 @@ def instantiations():
     np_fwd = {"float": 8, "double": 4, "__half": 4, "__nv_bfloat16": 4}
     np_bwd = {"float": 4, "double": 2, "__half": 2, "__nv_bfloat16": 2}
     norms += [f"{k}<{t}, false, {np_fwd[t]}, 2, true>" for k in fwd for t in TYPES]
-    norms += ["kk_add_rms_norm_fwd<float, false, 4, 3, true>"]  # _SPLIT_FIT
+    norms += [
+        f"kk_add_rms_norm_fwd<{t}, false, {p}, 3, true>" for t, p in (("float", 4), ("__half", 2), ("__nv_bfloat16", 2))
+    ]  # _SPLIT_FIT
     norms += [f"kk_layer_norm_fwd<{t}, true, 2, 2>" for t in ("__half", "__nv_bfloat16")]  # _TAIL_FIT
     # backwards with _BWD_SPLIT_FIT's (SMEM, minimum blocks); double keeps (0, 1)
-    ln = {"float": "1, true, 1", "double": "1, true, 0", "__half": "1, true, 1", "__nv_bfloat16": "1, true, 1"}
-    rms = {"float": "1, false, true, 1", "double": "1, false, true, 0", "__half": "2, false, true, 2"}
+    ln = {"float": "1, true, 2", "double": "1, true, 0", "__half": "1, true, 0", "__nv_bfloat16": "1, true, 0"}
+    rms = {"float": "1, false, true, 1", "double": "1, false, true, 0", "__half": "1, false, true, 0"}
     add_rms = {"float": "2, true, true, 2", "double": "1, true, true, 0", "__half": "2, true, true, 2"}
     for fits in (rms, add_rms):
         fits["__nv_bfloat16"] = fits["__half"]

@@ -106,88 +106,140 @@ __device__ __forceinline__ unsigned cluster_address(const void* p, unsigned rank
   return remote;
 }
 
-// *p in the shared memory of the cluster's CTA `rank`.
-template <typename A> __device__ __forceinline__ A load_cluster(const A* p, unsigned rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  static_assert(sizeof(A) == 4 || sizeof(A) == 8, "float or double");
-  const unsigned remote = cluster_address(p, rank);
-  A v;
-  if constexpr (sizeof(A) == 4) asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-  else asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(remote) : "memory");
-  return v;
-#else
-  return *p;
-#endif
-}
-
-// *p = v in the shared memory of the cluster's CTA `rank`.
-template <typename A> __device__ __forceinline__ void store_cluster(A* p, unsigned rank, A v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  static_assert(sizeof(A) == 4 || sizeof(A) == 8, "float or double");
-  const unsigned remote = cluster_address(p, rank);
-  if constexpr (sizeof(A) == 4) asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
-  else asm volatile("st.shared::cluster.f64 [%0], %1;" ::"r"(remote), "d"(v) : "memory");
-#else
-  *p = v;
-#endif
-}
-
 constexpr int kMaxClusterCtas = 8;  // the portable cluster size
 
-// N values combined across the CTAs of a split row (SPLIT; otherwise a no-op): summed, or folded with
-// merge(acc, other) (softmax's (max, sum of exp)), in rank order (deterministic, identical in every CTA).
-// `v` holds this CTA's values in every thread (one row per CTA). PUSH: lane r of the first warp writes them
-// into CTA r's slots, and after the cluster barrier each thread folds them from its own CTA's shared memory;
-// else each thread reads every CTA's slot over the cluster after the barrier. Pushing made the split norm
-// backwards 3-15% faster (the reads had cost ~8 instructions per element of a 65536-wide bf16 row) and the
-// softmax backward 1-4% slower (bench/ab_source.py, h200-2026-11-22-s12).
-// Two slot sets alternate so that one cluster barrier per call suffices: a set is rewritten two calls
-// later, after the barrier of the call in between, which every CTA reaches only when done reading it.
-// The kernel calls finish() before it exits, so that no CTA leaves while another may still access its
-// shared memory.
-template <int N, typename A, bool SPLIT, bool PUSH = true> struct ClusterReduce {
-  static constexpr int kSlots = SPLIT ? 2 * (PUSH ? kMaxClusterCtas : 1) * N : 1;
-  A* slots;  // __shared__ A[kSlots]
-  int parity = 0;
-  template <class Merge> __device__ __forceinline__ void operator()(A (&v)[N], Merge merge) {
+// A row reduction across the CTAs of a cluster, without a cluster barrier per row (SPLIT; otherwise it does
+// nothing). Every warp reduces its N values with a butterfly; lanes r < gridDim.y then store the warp's values
+// into CTA r's slots with st.async, which counts the bytes on CTA r's mbarrier for that stage. Each warp waits
+// on its own CTA's mbarrier and reduces all nw * gridDim.y warp values from its own shared memory, in a fixed
+// order: the same bits in every thread of every CTA. This replaced a cluster barrier per row: its arrive
+// (.release) waits for every outstanding global load and store of the thread (MEMBAR.ALL.GPU in the SASS), so
+// the loads of the next row issued before it stalled there (bf16 layer_norm backward at 8192 x 65536: 1469 ->
+// 1116 us, bench/ab_source.py, h200-2026-11-22-s13). Two stages alternate: a warp writes stage s again only
+// after every warp of the cluster has sent its values of the reduction in between, which each sends after it
+// has read stage s. Needs blockDim.x a multiple of 32, at most kMaxRowWarps warps, one row per CTA.
+// Op: identity(A (&)[N]) and combine(A (&acc)[N], const A (&other)[N]), commutative to the bit.
+constexpr int kMaxRowWarps = 16;
+template <int N, typename A> struct RowSumOp {
+  __device__ __forceinline__ static void identity(A (&v)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = A(0);
+  }
+  __device__ __forceinline__ static void combine(A (&v)[N], const A (&o)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] += o[i];
+  }
+};
+template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
+  struct Storage {
+    alignas(16) A slots[2][kMaxRowWarps * kMaxClusterCtas][N];
+    unsigned long long full[2];  // mbarriers: one arrival (thread 0 arming the stage) plus the bytes
+  };
+  unsigned calls = 0;
+  __device__ static __forceinline__ Storage& storage() {
+    __shared__ Storage st;
+    return st;
+  }
+  __device__ static __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+  // All threads of every CTA of the cluster: the mbarriers are initialized before any CTA stores to them.
+  __device__ __forceinline__ ClusterRowReduce() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if constexpr (SPLIT) {
-      const unsigned n = gridDim.y;
-      A* const set = slots + parity * (kSlots / 2);
-      if constexpr (PUSH) {
-        if (threadIdx.x < n) {
-          A* const mine = set + blockIdx.y * N;  // this CTA's rank: clusters are (1, gridDim.y, 1)
-#pragma unroll
-          for (int i = 0; i < N; ++i) store_cluster(mine + i, threadIdx.x, v[i]);
+      if (blockDim.x % 32 != 0 || blockDim.x > 32 * kMaxRowWarps) __trap();
+      if (threadIdx.x == 0) {
+        for (int s = 0; s < 2; ++s) {
+          asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem(&storage().full[s])) : "memory");
+          arm(s);
         }
-      } else if (threadIdx.x == 0) {
-#pragma unroll
-        for (int i = 0; i < N; ++i) set[i] = v[i];
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       }
       cluster_barrier();
+    }
+#endif
+  }
+  // Thread 0 arms stage s for its next use: its arrival, and the bytes of every warp of every CTA. It does so
+  // before it sends its values of the reduction in between, so before any CTA can send that use's bytes.
+  __device__ __forceinline__ void arm(unsigned s) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const unsigned bytes = (blockDim.x >> 5) * gridDim.y * N * sizeof(A);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem(&storage().full[s])), "r"(bytes)
+                 : "memory");
+#endif
+  }
+  // st.async of 1 or 2 values to a shared::cluster address, completing bytes on the mbarrier at `bar`.
+  __device__ static __forceinline__ void send(unsigned dst, const A* v, int count, unsigned bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (sizeof(A) == 4) {
+      if (count == 2)
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(dst),
+                     "f"(v[0]), "f"(v[1]), "r"(bar)
+                     : "memory");
+      else
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(dst), "f"(v[0]),
+                     "r"(bar)
+                     : "memory");
+    } else {
+      if (count == 2)
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f64 [%0], {%1, %2}, [%3];" ::"r"(dst),
+                     "d"(v[0]), "d"(v[1]), "r"(bar)
+                     : "memory");
+      else
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f64 [%0], %1, [%2];" ::"r"(dst), "d"(v[0]),
+                     "r"(bar)
+                     : "memory");
+    }
+#endif
+  }
+  // v: this thread's values in, the row's out (every thread of the block calls it).
+  template <class Op> __device__ __forceinline__ void operator()(A (&v)[N], Op) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (SPLIT) {
+      const unsigned n = gridDim.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+      const unsigned stage = calls & 1, parity = (calls >> 1) & 1;
+      ++calls;
+      butterfly<Op>(v);
+      A(*const slots)[N] = storage().slots[stage];
+      unsigned long long* const full = &storage().full[stage];
+      if (lane < n) {
+        const unsigned dst = cluster_address(slots[warp * n + blockIdx.y], lane);  // clusters are (1, n, 1)
+        const unsigned bar = cluster_address(full, lane);
 #pragma unroll
-      for (int i = 0; i < N; ++i) v[i] = PUSH ? set[i] : load_cluster(set + i, 0);
-      for (unsigned r = 1; r < n; ++r) {
-        A o[N];
-#pragma unroll
-        for (int i = 0; i < N; ++i) o[i] = PUSH ? set[r * N + i] : load_cluster(set + i, r);
-        merge(v, o);
+        for (int i = 0; i < N; i += 2) send(dst + i * sizeof(A), v + i, N - i < 2 ? N - i : 2, bar);
       }
-      parity ^= 1;
+      unsigned done = 0;
+      while (!done)
+        asm volatile(
+            "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+            : "=r"(done)
+            : "r"(smem(full)), "r"(parity)
+            : "memory");
+      if (threadIdx.x == 0) arm(stage);
+      Op::identity(v);
+      for (unsigned k = lane; k < nw * n; k += 32) Op::combine(v, slots[k]);
+      // These reads (generic proxy) come before the st.async (async proxy) of other CTAs to this stage.
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      butterfly<Op>(v);
+    }
+#endif
+  }
+  __device__ __forceinline__ void operator()(A (&v)[N]) { (*this)(v, RowSumOp<N, A>{}); }
+  template <class Op> __device__ static __forceinline__ void butterfly(A (&v)[N]) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      A w[N];
+#pragma unroll
+      for (int i = 0; i < N; ++i) w[i] = __shfl_xor_sync(0xffffffffu, v[i], o);
+      Op::combine(v, w);
     }
   }
-  __device__ __forceinline__ void operator()(A (&v)[N]) {
-    (*this)(v, [](A(&acc)[N], const A(&o)[N]) {
-#pragma unroll
-      for (int i = 0; i < N; ++i) acc[i] += o[i];
-    });
-  }
+  // Before the kernel exits: no CTA leaves while another may still store to its shared memory.
   __device__ __forceinline__ void finish() const {
     if constexpr (SPLIT) cluster_barrier();
   }
 };
 
 // A row's threads: blockDim.x, in each of the gridDim.y CTAs of a cluster when the row is split (SPLIT,
-// kk::ClusterReduce); and this thread's index among them.
+// kk::ClusterRowReduce); and this thread's index among them.
 template <bool SPLIT> __device__ __forceinline__ long long row_threads() {
   return SPLIT ? (long long)blockDim.x * gridDim.y : blockDim.x;
 }

@@ -71,13 +71,13 @@ template <int N, typename A> __device__ __forceinline__ void block_row_sum(A (&v
 }
 
 // v[i] <- sum of v[i] over the threads of this thread's row (blockDim.x, times gridDim.y CTAs when the
-// row is split: cs adds the CTAs' sums); bitwise identical in every thread of the row (xor butterfly:
-// a+b == b+a). blockDim.x > 32: contains two __syncthreads (all threads of the block must call it).
-// sm: N*32 words of shared memory.
+// row is split: cs adds every warp's sums across the cluster); bitwise identical in every thread of the row
+// (xor butterfly: a+b == b+a). blockDim.x > 32: all threads of the block must call it (two __syncthreads
+// when the row is not split). sm: N*32 words of shared memory.
 template <int N, typename A, bool SPLIT>
-__device__ __forceinline__ void row_sum(A (&v)[N], A* sm, kk::ClusterReduce<N, A, SPLIT>& cs) {
-  block_row_sum(v, sm);
-  cs(v);
+__device__ __forceinline__ void row_sum(A (&v)[N], A* sm, kk::ClusterRowReduce<N, A, SPLIT>& cs) {
+  if constexpr (SPLIT) cs(v);
+  else block_row_sum(v, sm);
 }
 
 template <int N, int W, typename T> struct Packs {
@@ -208,8 +208,8 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
                                             const T* __restrict__ w, T* __restrict__ y, T* __restrict__ hout,
                                             acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
-  __shared__ A sm[32], cslots[kk::ClusterReduce<1, A, SPLIT>::kSlots];
-  kk::ClusterReduce<1, A, SPLIT> cs{cslots};
+  __shared__ A sm[32];
+  kk::ClusterRowReduce<1, A, SPLIT> cs;
   const int tx = row_thread<SPLIT>();
   const long long R = row_threads<SPLIT>();
   const long long cv = cols / W;
@@ -321,8 +321,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
                                            acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
   // row sums of 2 values
-  __shared__ A sm[2 * 32], cslots[kk::ClusterReduce<2, A, SPLIT>::kSlots];
-  kk::ClusterReduce<2, A, SPLIT> cr{cslots};
+  __shared__ A sm[2 * 32];
+  kk::ClusterRowReduce<2, A, SPLIT> cr;
   const int tx = row_thread<SPLIT>();
   const long long R = row_threads<SPLIT>();
   const long long cv = cols / W;
@@ -453,7 +453,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 // row of pw/pb (read-modify-write by the owning thread, rows in order; row groups serialized by barriers).
 // SMEM (one row group per block, 16-byte path): 1 keeps the pw/pb sums of the register part in dynamic shared
 // memory (PackSlots) instead of registers, 2 the float weights too; fewer registers, more blocks per SM.
-template <int NP, int W, bool LN, bool TAIL, bool EXTRA, bool SPLIT, int SMEM, typename T>
+template <int NP, int W, bool LN, bool TAIL, bool EXTRA, bool SPLIT, int SMEM, int MINB, typename T>
 __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* __restrict__ x,
                                              const T* __restrict__ w, const acc_t<T>* __restrict__ mean,
                                              const acc_t<T>* __restrict__ rstd, const T* __restrict__ gextra,
@@ -463,8 +463,8 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   using A = acc_t<T>;
   constexpr int NS = LN ? 2 : 1;  // row sums: LN {sum g, sum g*xh}, RMS {sum g*xh}
   constexpr int NB = LN ? NP : 1;
-  __shared__ A sm[NS * 32], cslots[kk::ClusterReduce<NS, A, SPLIT>::kSlots];
-  kk::ClusterReduce<NS, A, SPLIT> cs{cslots};
+  __shared__ A sm[NS * 32];
+  kk::ClusterRowReduce<NS, A, SPLIT> cs;
   __shared__ A comb[512];  // blockDim.x * blockDim.y <= 512 (launch bound)
   const int tx = row_thread<SPLIT>(), yi = threadIdx.y, Y = blockDim.y;
   const long long R = row_threads<SPLIT>();
@@ -472,8 +472,8 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   const long long p_tail = NP * R + tx;
   const bool has_tail = TAIL && NP * R < cv;
   // Split float32 LayerNorm rows have no registers for the next row (56 bytes of spills), nor have the rows
-  // whose weights are in shared memory (SMEM 2), which run at two blocks per SM (64 registers).
-  constexpr bool kPrefetch = !TAIL && (SMEM ? SMEM == 1 : !(LN && SPLIT && sizeof(T) == 4));
+  // with their sums in shared memory at two blocks per SM (64 registers).
+  constexpr bool kPrefetch = !TAIL && (SMEM ? MINB == 1 : !(LN && SPLIT && sizeof(T) == 4));
   const A acols = A(cols);
   const long long nchunks = kk::div_ll(rows + rpc - 1, rpc);
   // Shared-memory slot arrays (SMEM): the weights (SMEM 2), then the pw sums, then the pb sums (LN).
@@ -731,7 +731,7 @@ __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T*
 }
 
 // Backward entry: the 16-byte path when cols % VEC == 0 and every T pointer is aligned, else scalar.
-template <int NP, bool LN, bool TAIL, bool EXTRA, bool SPLIT, int SMEM, typename T>
+template <int NP, bool LN, bool TAIL, bool EXTRA, bool SPLIT, int SMEM, int MINB, typename T>
 __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, const kk::acc_t<T>* mean,
                                          const kk::acc_t<T>* rstd, const T* g_extra, T* gx, kk::acc_t<T>* pw,
                                          kk::acc_t<T>* pb, long long rows, long long cols, long long rpc) {
@@ -740,13 +740,13 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
   if (cols % V == 0 &&
       kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
-    kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, SPLIT, SMEM, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows,
+    kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, SPLIT, SMEM, MINB, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows,
                                                                    cols, rpc);
   } else if constexpr (SPLIT || SMEM > 0) {
     __trap();  // rows are split, and sums kept in shared memory, on the 16-byte path only
   } else {
     check_fits<TAIL, NP, SPLIT>(cols, 1);
-    kk_norms::norm_bwd_run<NP, 1, LN, TAIL, EXTRA, SPLIT, SMEM, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols, rpc);
+    kk_norms::norm_bwd_run<NP, 1, LN, TAIL, EXTRA, SPLIT, SMEM, MINB, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols, rpc);
   }
 }
 
@@ -829,8 +829,8 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 //   SPLIT = true: rows split over a cluster as in kk_rms_norm_fwd; chunks = grid.x = the resident clusters.
 //   SMEM = 1 or 2 (16-byte path, Y = 1, else the kernel traps): the chunk's weight-gradient sums (1), and the float
 //   weights too (2), in dynamic shared memory instead of registers: S >= A * NP * VEC * R * sizeof(acc) bytes
-//   with A = (SMEM == 2) + 1 (+ 1 for LayerNorm's bias sums). SMEM 1 loads the next row ahead, SMEM 2 does not
-//   (it is meant for MINB = 2).
+//   with A = (SMEM == 2) + 1 (+ 1 for LayerNorm's bias sums). With MINB = 1 these load the next row ahead; at
+//   two blocks per SM they have no registers for it.
 template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool EXTRA = false,
           bool SPLIT = false, int SMEM = 0>
 __global__ void __launch_bounds__(512, MINB)
@@ -841,7 +841,7 @@ kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __re
   kk::pdl_trigger();  // kk_column_sum, launched dependent, may be scheduled now; it waits for this grid
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   if (EXTRA != (g_extra != nullptr)) __trap();
-  norm_bwd<NP, false, TAIL, EXTRA, SPLIT, SMEM>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
+  norm_bwd<NP, false, TAIL, EXTRA, SPLIT, SMEM, MINB>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
                                           rows_per_chunk);
 }
 
@@ -858,6 +858,6 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
                   long long rows, long long cols, long long rows_per_chunk) {
   kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
-  norm_bwd<NP, true, TAIL, false, SPLIT, SMEM>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b, rows,
+  norm_bwd<NP, true, TAIL, false, SPLIT, SMEM, MINB>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b, rows,
                                          cols, rows_per_chunk);
 }

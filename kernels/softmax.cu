@@ -32,8 +32,6 @@ using kk::to_acc;
 using kk::Vec;
 
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
-// Split rows read the other CTAs' values over the cluster (kk::ClusterReduce): pushing them measured 1-4% slower.
-constexpr bool kSplitPush = false;
 constexpr int kWarpRowPacks = 2048; // cross-entropy: warp-per-row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
 
 __device__ __forceinline__ float ex2_approx(float x) {  // 2^x; -inf -> 0, NaN -> NaN
@@ -93,6 +91,26 @@ template <typename T> struct SumOp {
   __device__ __forceinline__ static Red<A, 1> identity() { return Red<A, 1>{{A(0)}}; }
   __device__ __forceinline__ static Red<A, 1> combine(const Red<A, 1>& a, const Red<A, 1>& b) {
     return Red<A, 1>{{a.f[0] + b.f[0]}};
+  }
+};
+
+// Op on arrays (kk::ClusterRowReduce's form).
+template <class Op, typename A, int N> struct ArrayOp {
+  __device__ __forceinline__ static void identity(A (&v)[N]) {
+    const Red<A, N> r = Op::identity();
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = r.f[i];
+  }
+  __device__ __forceinline__ static void combine(A (&v)[N], const A (&o)[N]) {
+    Red<A, N> a, b;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      a.f[i] = v[i];
+      b.f[i] = o[i];
+    }
+    a = Op::combine(a, b);
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = a.f[i];
   }
 };
 
@@ -162,7 +180,7 @@ __device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<
 template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false>
 __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity,
-                                        kk::ClusterReduce<2, acc_t<T>, SPLIT, kSplitPush>* cluster = nullptr) {
+                                        kk::ClusterRowReduce<2, acc_t<T>, SPLIT>* cluster = nullptr) {
   using A = acc_t<T>;
   Vec<T, W> v[RP];
 #pragma unroll
@@ -217,14 +235,8 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   Red<A, 2> st;
   st.f[0] = m;
   st.f[1] = s;
-  st = team_allreduce<MaxSumOp<T, 2>, BLOCK>(st, red, parity);
-  if constexpr (SPLIT) {
-    (*cluster)(st.f, [](A(&a)[2], const A(&b)[2]) {
-      const Red<A, 2> m = MaxSumOp<T, 2>::combine(Red<A, 2>{{a[0], a[1]}}, Red<A, 2>{{b[0], b[1]}});
-      a[0] = m.f[0];
-      a[1] = m.f[1];
-    });
-  }
+  if constexpr (SPLIT) (*cluster)(st.f, ArrayOp<MaxSumOp<T, 2>, A, 2>{});
+  else st = team_allreduce<MaxSumOp<T, 2>, BLOCK>(st, red, parity);
   const A r = safe_ref(st.f[0]);
   const A inv = A(1) / st.f[1];  // all -inf row: 1/0 = inf, times exp(-inf) = 0 -> NaN
 #pragma unroll
@@ -309,7 +321,7 @@ __device__ __forceinline__ Vec<T, W> bwd_out(const Vec<T, W>& g, const Vec<T, W>
 template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false>
 __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity,
-                                        kk::ClusterReduce<1, acc_t<T>, SPLIT, kSplitPush>* cluster = nullptr) {
+                                        kk::ClusterRowReduce<1, acc_t<T>, SPLIT>* cluster = nullptr) {
   using A = acc_t<T>;
   Vec<T, W> vg[RP], vy[RP];
 #pragma unroll
@@ -365,8 +377,8 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
   }
   Red<A, 1> st;
   st.f[0] = d;
-  st = team_allreduce<SumOp<T>, BLOCK>(st, red, parity);
   if constexpr (SPLIT) (*cluster)(st.f);
+  else st = team_allreduce<SumOp<T>, BLOCK>(st, red, parity);
   const A dot = st.f[0];
 #pragma unroll
   for (int k = 0; k < RP; ++k) {
@@ -638,14 +650,13 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
 
 // Rows split over a cluster of gridDim.y CTAs (sm_90+, 16-byte path), held whole in their registers: thread
 // ti = kk::row_thread<true>() of the row's nt = kk::row_threads<true>() holds packs ti + k * nt (k < RP; the
-// kernel traps where nv > RP * nt). Each CTA reduces its part, then the CTAs' N values are folded in rank order
-// over distributed shared memory (one cluster barrier per row). Clusters loop over rows:
-// row(offset of the row's first element, nv, ti, nt, parity, the cluster's ClusterReduce).
+// kernel traps where nv > RP * nt). The row's N values are reduced over every warp of the cluster
+// (kk::ClusterRowReduce). Clusters loop over rows:
+// row(offset of the row's first element, nv, ti, nt, parity, the cluster's ClusterRowReduce).
 template <int N, typename T, int W, int RP, class Row>
 __device__ __forceinline__ void split_rows(long long rows, long long cols, Row&& row) {
   using A = acc_t<T>;
-  __shared__ A slots[kk::ClusterReduce<N, A, true, kSplitPush>::kSlots];
-  kk::ClusterReduce<N, A, true, kSplitPush> cluster{slots};
+  kk::ClusterRowReduce<N, A, true> cluster;
   const long long nv = cols / W;
   const int nt = (int)kk::row_threads<true>(), ti = kk::row_thread<true>();
   if (nv > RP * (long long)nt) __trap();
@@ -658,7 +669,7 @@ __device__ __forceinline__ void split_rows(long long rows, long long cols, Row&&
 template <typename T, int W, int RP>
 __device__ __forceinline__ void softmax_fwd_split(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
   split_rows<2, T, W, RP>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
-                                          kk::ClusterReduce<2, acc_t<T>, true, kSplitPush>& cluster) {
+                                          kk::ClusterRowReduce<2, acc_t<T>, true>& cluster) {
     fwd_row<T, W, true, RP, false, true>(x + o, y + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
   });
 }
@@ -667,7 +678,7 @@ template <typename T, int W, int RP>
 __device__ __forceinline__ void softmax_bwd_split(const T* gy, const T* y, T* gx, long long rows, long long cols,
                                                   acc_t<T>* red) {
   split_rows<1, T, W, RP>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
-                                          kk::ClusterReduce<1, acc_t<T>, true, kSplitPush>& cluster) {
+                                          kk::ClusterRowReduce<1, acc_t<T>, true>& cluster) {
     bwd_row<T, W, true, RP, false, true>(gy + o, y + o, gx + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
   });
 }

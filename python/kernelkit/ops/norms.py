@@ -67,35 +67,42 @@ _FWD_FIT = {
     ("kk_add_rms_norm_fwd", _F32): [(2048, 8192, 4, 3)],
     **{("kk_add_rms_norm_fwd", t): [(2048, 8192, 2, 3)] for t in _B16},
 }
-# Rows split over a cluster (SPLIT): (packs, minimum blocks) where other than (_FWD_PACKS, 2) measured faster.
-# float32 add_rms_norm at 8192 x 65536: 4 packs at 40 registers over 8 CTAs, 2611 -> 2248 us (78 -> 91% of copy);
-# half the packs measured slower for every other forward (bench/sweep_split.py, h200-2026-11-22-s11).
-_SPLIT_FIT = {("kk_add_rms_norm_fwd", _F32): (4, 3)}
-# 16-bit LayerNorm rows beyond one block's registers (16-byte path): one block per row with 2 packs per thread at
-# 2 blocks per SM, the tail cached in shared memory for the later passes (kernels/norms.cu RowCache), instead of
-# the split: 838 -> 739 us at 8192 x 65536 (bench/sweep_split.py, h200-2026-11-22-s11). Every other forward
-# measured faster split, and without the cache.
+# Rows split over a cluster (SPLIT): (packs, minimum blocks) where other than (_FWD_PACKS, 2) measured faster: half
+# the packs over 8 CTAs at 40 registers, for add_rms_norm (two inputs, two outputs). At 8192 x 65536 on an H200
+# (bench/sweep_split.py --forward-only, h200-2026-11-22-s13): bf16 1186.1 -> 1110.0 us, float32 2436.2 -> 2198.2.
+# The other forwards measured slower with half the packs.
+_SPLIT_FIT = {("kk_add_rms_norm_fwd", t): (4, 3) if t == _F32 else (2, 3) for t in (_F32, *_B16)}
+# 16-bit LayerNorm rows too long to split over 8 CTAs (16-byte path): one block per row with 2 packs per thread at
+# 2 blocks per SM, the tail cached in shared memory for the later passes (kernels/norms.cu RowCache). At 65536
+# columns the cache had beaten the split (838 -> 739 us, h200-2026-11-22-s11) until the row sums crossed the
+# cluster without a barrier: the split now takes 673.4 us against the cache's 750.7 (h200-2026-11-22-s13).
 _TAIL_FIT = {("kk_layer_norm_fwd", t): (2, 2) for t in _B16}
 # Backward packs per tensor (kNpBwd); rows beyond 512 threads' worth stream their tail in-kernel.
 _BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
 # Backward rows split over a cluster: (SMEM, minimum blocks per SM), keyed by (kernel, dtype, whether it adds
-# add_rms_norm's residual gradient). SMEM 1 keeps the weight-gradient sums in dynamic shared memory, 2 the float
-# weights too (kernels/norms.cu PackSlots), so that rows fit two blocks per SM. Against (0, 1) at 8192 x 65536 on
-# an H200 (bench/sweep_split.py --backward-only, h200-2026-11-22-s12/sweep_split-bwd-push.log): bf16 rms_norm
-# 1260 -> 1208 us, add_rms_norm 1766 -> 1369, layer_norm 1513 -> 1488; float32 rms_norm 1953 -> 1758,
-# add_rms_norm 2752 -> 2272, layer_norm 2211 -> 1895.
+# add_rms_norm's residual gradient); (0, 1) where not listed. SMEM 1 keeps the weight-gradient sums in dynamic
+# shared memory, 2 the float weights too (kernels/norms.cu PackSlots); at one block per SM the kernel loads the
+# next row ahead, at two it has no registers for it. Against (0, 1) at 8192 x 65536 on an H200, with the row sums
+# crossing the cluster without a barrier (bench/sweep_split.py --backward-only, h200-2026-11-22-s13/
+# sweep_split-bwd.json): bf16 add_rms_norm 1436.6 -> 1204.7 us, float32 add_rms_norm 2478.6 -> 2198.7 (its
+# 16-byte spill measured faster than any fit without), layer_norm 1783.4 -> 1596.9, rms_norm 1587.3 -> 1553.4;
+# bf16 rms_norm (871.6) and layer_norm (1036.8 against 1033.1) measured best or within 0.5% at (0, 1).
 _BWD_SPLIT_FIT = {
-    **{(n, t, e): (2, 2) for n, e in (("kk_rms_norm_bwd", False), ("kk_rms_norm_bwd", True)) for t in _B16},
-    **{("kk_layer_norm_bwd", t, False): (1, 1) for t in (*_B16, _F32)},
+    **{("kk_rms_norm_bwd", t, True): (2, 2) for t in _B16},
     ("kk_rms_norm_bwd", _F32, False): (1, 1),
     ("kk_rms_norm_bwd", _F32, True): (2, 2),
+    ("kk_layer_norm_bwd", _F32, False): (2, 1),
 }
 # The same for float32 rows one block of 256 or 512 threads holds (2049 to 8192 columns), where it measured faster
 # than registers at 32768 x 4096 and 8192 (bench/sweep_split.py --held-backward, h200-2026-11-22-s12): add_rms_norm
 # 570.8 -> 543.8 us and 1154.1 -> 1080.9, layer_norm (against its streamed-tail kernel, which it had kept because
 # the held one spills) 871.5 -> 825.2 at 8192, rms_norm 814.4 -> 802.1 at 8192. The 16-bit rows measured the same
 # or slower in shared memory.
-_BWD_HELD_FIT = {key: fit for key, fit in _BWD_SPLIT_FIT.items() if key[1] == _F32}
+_BWD_HELD_FIT = {
+    ("kk_rms_norm_bwd", _F32, False): (1, 1),
+    ("kk_rms_norm_bwd", _F32, True): (2, 2),
+    ("kk_layer_norm_bwd", _F32, False): (1, 1),
+}
 
 
 def bwd_slot_bytes(name: str, dtype: torch.dtype, smem: int) -> int:
@@ -117,19 +124,13 @@ def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[in
 @functools.cache
 def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool) -> RowShape:
     """The launch of a forward kernel for rows of ``cols``: held whole in one block's registers; beyond that
-    (the 16-byte path, sm_90+) split over a cluster, or for 16-bit LayerNorm one block per row with its tail
-    cached in shared memory (_TAIL_FIT); else one block per row re-reading its tail from L2."""
+    (the 16-byte path, sm_90+) split over a cluster; beyond 8 CTAs, for 16-bit LayerNorm one block per row with
+    its tail cached in shared memory (_TAIL_FIT); else one block per row re-reading its tail from L2."""
     packs, minb = _FWD_PACKS[dtype], 2
     for lo, hi, p, m in _FWD_FIT.get((name, dtype), ()):
         if lo < cols <= hi:
             packs, minb = p, m
     r, y, tail = _row_block(packs, dtype, cols, vec)
-    if tail and vec and (name, dtype) in _TAIL_FIT:
-        packs, minb = _TAIL_FIT[name, dtype]
-        r, y, _ = _row_block(packs, dtype, cols, vec)
-        k = kernel("norms", f"{name}<{CTYPE[dtype]}, true, {packs}, {minb}>")
-        smem = row_cache_bytes(k, dev, cdiv(cols, VEC[dtype]) - packs * r, 16)
-        return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev, smem), smem=smem)
     if tail:
         # Rows too long for one block's registers: split over a cluster (without the tail code every
         # forward fits its default packs in 64 registers), else stream the tail.
@@ -140,6 +141,12 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
             split = split_shape("norms", f"{name}<{CTYPE[dtype]}, false, {p}, {m}, true>", p, dtype, cols, dev)
             if split:
                 return split
+        if vec and (name, dtype) in _TAIL_FIT:
+            packs, minb = _TAIL_FIT[name, dtype]
+            r, y, _ = _row_block(packs, dtype, cols, vec)
+            k = kernel("norms", f"{name}<{CTYPE[dtype]}, true, {packs}, {minb}>")
+            smem = row_cache_bytes(k, dev, cdiv(cols, VEC[dtype]) - packs * r, 16)
+            return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev, smem), smem=smem)
         r, y, _ = _row_block(packs, dtype, cols, vec)
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
         # Rows longer than the register part re-read their tail: one wave keeps it in L2.
