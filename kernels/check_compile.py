@@ -30,14 +30,10 @@ ALLOWED_SPILL = {
     "kk_bias_gelu_fwd<__half, 1>": 8,
     # 64 registers (two blocks per SM): 91-93% of copy at 4096-8192 columns, 70% at 116 registers.
     "kk_softmax_fwd<float, 2>": 32,
-    # Rows split over a cluster at 2 blocks per SM, where the row reduction's stage counter (kk::ClusterRowReduce)
-    # costs a reload: float32 LayerNorm forward 1236.7 us at 8192 x 65536 against 1296.6 for the best fit without
-    # spills, float32 add_rms_norm backward 2198.7 against 2475.5 (bench/results/h200-2026-11-22-s13/sweep_split-*).
+    # float32 LayerNorm forward rows split over a cluster at 2 blocks per SM, where the row reduction's stage counter
+    # (kk::ClusterRowReduce) costs reloads: 1236.7 us at 8192 x 65536 against 1296.6 for the best fit without
+    # spills (bench/results/h200-2026-11-22-s13/sweep_split-fwd.log).
     "kk_layer_norm_fwd<float, false, 8, 2, true>": 32,
-    "kk_rms_norm_bwd<float, false, 4, 2, true, true, 2>": 16,
-    # float32 add_rms_norm backward rows of 4096-8192 columns at two blocks per SM (_BWD_HELD_FIT): one 4-byte reload;
-    # 5-6% faster than one block per SM without it (bench/results/h200-2026-11-22-s12/sweep_split-held-bwd.log).
-    "kk_rms_norm_bwd<float, false, 4, 2, true, false, 2>": 8,
     # float32 LayerNorm rows of 4097 to 16384 columns (ops/norms.py): 95% of copy at 8192 columns with this
     # 8-byte spill, 87.5% for 4 packs at 1 block per SM without (bench/results/h200-2026-11-22-s7/sweep_llm5.log).
     "kk_layer_norm_fwd<float, false>": 16,
