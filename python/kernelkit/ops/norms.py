@@ -84,9 +84,9 @@ _BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat
 # shared memory, 2 the float weights too (kernels/norms.cu PackSlots); at one block per SM the kernel loads the
 # next row ahead, at two it has no registers for it. Against (0, 1) at 8192 x 65536 on an H200, with the row sums
 # crossing the cluster without a barrier (bench/sweep_split.py --backward-only, h200-2026-11-22-s13/
-# sweep_split-bwd.json): bf16 add_rms_norm 1436.6 -> 1204.7 us, float32 add_rms_norm 2478.6 -> 2198.7 (its
-# 16-byte spill measured faster than any fit without), layer_norm 1783.4 -> 1596.9, rms_norm 1587.3 -> 1553.4;
-# bf16 rms_norm (871.6) and layer_norm (1036.8 against 1033.1) measured best or within 0.5% at (0, 1).
+# sweep_split-bwd.json): bf16 add_rms_norm 1436.6 -> 1204.7 us, float32 add_rms_norm 2478.6 -> 2198.7,
+# layer_norm 1783.4 -> 1596.9, rms_norm 1587.3 -> 1553.4; bf16 rms_norm (871.6) and layer_norm (1036.8 against
+# 1033.1) measured best or within 0.5% at (0, 1).
 _BWD_SPLIT_FIT = {
     **{("kk_rms_norm_bwd", t, True): (2, 2) for t in _B16},
     ("kk_rms_norm_bwd", _F32, False): (1, 1),
