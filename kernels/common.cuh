@@ -95,13 +95,25 @@ __device__ __forceinline__ void cluster_barrier() {
 #endif
 }
 
+// The 32-bit words of a float or double (low word first), and back: for 16-byte shared-memory units and PTX
+// operands that move raw words.
+__device__ __forceinline__ void to_words(float v, unsigned* w) { w[0] = __float_as_uint(v); }
+__device__ __forceinline__ void to_words(double v, unsigned* w) {
+  w[0] = unsigned(__double2loint(v));
+  w[1] = unsigned(__double2hiint(v));
+}
+__device__ __forceinline__ void from_words(const unsigned* w, float& v) { v = __uint_as_float(w[0]); }
+__device__ __forceinline__ void from_words(const unsigned* w, double& v) { v = __hiloint2double(int(w[1]), int(w[0])); }
+
+// The 32-bit shared-memory address of *p (p: a pointer into this CTA's shared memory), for PTX operands.
+__device__ __forceinline__ unsigned smem_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
 // The address of *p in the shared memory of the cluster's CTA `rank` (p: this CTA's copy of a __shared__
 // variable), for ld/st.shared::cluster.
 __device__ __forceinline__ unsigned cluster_address(const void* p, unsigned rank) {
   unsigned remote = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_address(p)), "r"(rank));
 #endif
   return remote;
 }
@@ -140,7 +152,6 @@ template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
     __shared__ Storage st;
     return st;
   }
-  __device__ static __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
   // All threads of every CTA of the cluster: the mbarriers are initialized before any CTA stores to them.
   __device__ __forceinline__ ClusterRowReduce() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -148,7 +159,7 @@ template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
       if (blockDim.x % 32 != 0 || blockDim.x > 32 * kMaxRowWarps) __trap();
       if (threadIdx.x == 0) {
         for (int s = 0; s < 2; ++s) {
-          asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem(&storage().full[s])) : "memory");
+          asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(&storage().full[s])) : "memory");
           arm(s);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -162,32 +173,32 @@ template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
   __device__ __forceinline__ void arm(unsigned s) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     const unsigned bytes = (blockDim.x >> 5) * gridDim.y * N * sizeof(A);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem(&storage().full[s])), "r"(bytes)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(&storage().full[s])), "r"(bytes)
                  : "memory");
 #endif
   }
-  // st.async of 1 or 2 values to a shared::cluster address, completing bytes on the mbarrier at `bar`.
-  __device__ static __forceinline__ void send(unsigned dst, const A* v, int count, unsigned bar) {
+  // The N values as one st.async of 32-bit words (N * sizeof(A) = 4, 8 or 16 bytes: a slot is that aligned) to a
+  // shared::cluster address, completing its bytes on the mbarrier at `bar`.
+  __device__ static __forceinline__ void send(unsigned dst, const A (&v)[N], unsigned bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if constexpr (sizeof(A) == 4) {
-      if (count == 2)
-        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(dst),
-                     "f"(v[0]), "f"(v[1]), "r"(bar)
-                     : "memory");
-      else
-        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(dst), "f"(v[0]),
-                     "r"(bar)
-                     : "memory");
-    } else {
-      if (count == 2)
-        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f64 [%0], {%1, %2}, [%3];" ::"r"(dst),
-                     "d"(v[0]), "d"(v[1]), "r"(bar)
-                     : "memory");
-      else
-        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f64 [%0], %1, [%2];" ::"r"(dst), "d"(v[0]),
-                     "r"(bar)
-                     : "memory");
-    }
+    constexpr int kWords = N * sizeof(A) / 4;
+    static_assert(kWords == 1 || kWords == 2 || kWords == 4, "a slot is one st.async of 1, 2 or 4 words");
+    unsigned u[4];
+#pragma unroll
+    for (int i = 0; i < N; ++i) to_words(v[i], u + i * sizeof(A) / 4);
+    if constexpr (kWords == 1)
+      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(dst), "r"(u[0]),
+                   "r"(bar)
+                   : "memory");
+    else if constexpr (kWords == 2)
+      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(dst),
+                   "r"(u[0]), "r"(u[1]), "r"(bar)
+                   : "memory");
+    else
+      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                       dst),
+                   "r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3]), "r"(bar)
+                   : "memory");
 #endif
   }
   // v: this thread's values in, the row's out (every thread of the block calls it).
@@ -203,15 +214,14 @@ template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
       if (lane < n) {
         const unsigned dst = cluster_address(slots[warp * n + blockIdx.y], lane);  // clusters are (1, n, 1)
         const unsigned bar = cluster_address(full, lane);
-#pragma unroll
-        for (int i = 0; i < N; i += 2) send(dst + i * sizeof(A), v + i, N - i < 2 ? N - i : 2, bar);
+        send(dst, v, bar);
       }
       unsigned done = 0;
       while (!done)
         asm volatile(
             "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
             : "=r"(done)
-            : "r"(smem(full)), "r"(parity)
+            : "r"(smem_address(full)), "r"(parity)
             : "memory");
       if (threadIdx.x == 0) arm(stage);
       Op::identity(v);

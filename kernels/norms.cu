@@ -147,10 +147,7 @@ template <int NP, int W, typename A> struct PackSlots {
       const uint4 t = *at(a, k, u);
       const unsigned q[4] = {t.x, t.y, t.z, t.w};
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        if constexpr (sizeof(A) == 4) v[u * kPer + i] = __uint_as_float(q[i]);
-        else v[u * kPer + i] = __hiloint2double(int(q[2 * i + 1]), int(q[2 * i]));
-      }
+      for (int i = 0; i < kPer; ++i) kk::from_words(q + i * sizeof(A) / 4, v[u * kPer + i]);
     }
   }
   __device__ __forceinline__ void store(int a, int k, const A (&v)[W]) const {
@@ -158,13 +155,7 @@ template <int NP, int W, typename A> struct PackSlots {
     for (int u = 0; u < kUnits; ++u) {
       unsigned q[4];
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        if constexpr (sizeof(A) == 4) q[i] = __float_as_uint(v[u * kPer + i]);
-        else {
-          q[2 * i] = unsigned(__double2loint(v[u * kPer + i]));
-          q[2 * i + 1] = unsigned(__double2hiint(v[u * kPer + i]));
-        }
-      }
+      for (int i = 0; i < kPer; ++i) kk::to_words(v[u * kPer + i], q + i * sizeof(A) / 4);
       *at(a, k, u) = make_uint4(q[0], q[1], q[2], q[3]);
     }
   }
