@@ -12,7 +12,7 @@ A case is NAME:DTYPE:ROWSxCOLS, NAME being a `kernelkit bench` case, timed for k
 kernels/<family>.cu (or the --b-dir one) with each (regex, replacement) applied once, compiled as its own
 module; the ops are pointed at it by swapping the module that ops/_runtime.kernel() takes kernels from (and
 clearing the cached launch shapes). A and B alternate for --rounds rounds, so that drift of the GPU's clocks
-hits both; each reports its median. B's outputs are checked against A's.
+hits both; each reports its median. B's outputs are checked against A's (close, and whether bitwise equal).
 """
 
 import argparse
@@ -60,6 +60,11 @@ def _same(a, b):
     )
 
 
+def _identical(a, b):
+    ta, tb = _tensors(a), _tensors(b)
+    return len(ta) == len(tb) and all(torch.equal(x, y) for x, y in zip(ta, tb))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", nargs="+", help="NAME:DTYPE:ROWSxCOLS")
@@ -78,7 +83,7 @@ def main():
     variant = source_variant(a.family, [tuple(s) for s in a.sub], **base)
     runs = [(spec, fn) for spec in a.cases for _, fn in calls(spec, ["kernelkit"])]
     times = {(spec, v): [] for spec, _ in runs for v in "AB"}
-    ok = {}
+    ok, bitwise = {}, {}
     for _ in range(a.rounds):
         for spec, fn in runs:
             outs = {}
@@ -87,16 +92,25 @@ def main():
                 outs[v] = fn()
                 times[spec, v].append(_gpu_median_ms([fn], reps=a.reps, warmup=3) * 1e3)
             ok[spec] = ok.get(spec, True) and _same(outs["A"], outs["B"])
+            bitwise[spec] = bitwise.get(spec, True) and _identical(outs["A"], outs["B"])
     _use(a.family, None)
     subs = "; ".join(f"{p!r} -> {r!r}" for p, r in a.sub) or "no substitutions"
     print(f"B: {a.b_dir or 'kernels'}/{a.family}.cu with {subs}")
     results = []
     for spec, _ in runs:
         med = {v: statistics.median(times[spec, v]) for v in "AB"}
-        note = "" if ok[spec] else "  B DIFFERS"
+        note = "  (bitwise equal)" if bitwise[spec] else "" if ok[spec] else "  B DIFFERS"
         print(f"  {spec:40s} A {med['A']:9.1f} us  B {med['B']:9.1f} us  B/A {med['B'] / med['A']:6.3f}{note}")
         results.append(
-            {"case": spec, "a_us": med["A"], "b_us": med["B"], "same": ok[spec], "sub": a.sub, "b_dir": a.b_dir}
+            {
+                "case": spec,
+                "a_us": med["A"],
+                "b_us": med["B"],
+                "same": ok[spec],
+                "bitwise": bitwise[spec],
+                "sub": a.sub,
+                "b_dir": a.b_dir,
+            }
         )
     if a.out:
         write_results(a.out, copy_bandwidth(), results)

@@ -105,9 +105,15 @@ def softmax_shape(name, rp, maxt, minb, held=False):
 # (register packs, launch bounds (max threads, min blocks), rows held whole) per kernel and dtype; a
 # handful, as every variant is an NVRTC compile of softmax.cu (about 8 s each on the GPU machine).
 SOFTMAX_VARIANTS = {
-    ("kk_softmax_fwd", 2): [(4, 512, 2, True), (2, 512, 2, True), (2, 512, 3, True), (1, 512, 4, True)],
+    ("kk_softmax_fwd", 2): [
+        (4, 512, 2, True),
+        (8, 512, 2, True),
+        (4, 512, 3, True),
+        (2, 512, 3, True),
+        (1, 512, 4, True),
+    ],
     ("kk_softmax_fwd", 4): [(4, 512, 2, True), (8, 512, 2, True), (8, 512, 1, False)],
-    ("kk_softmax_bwd", 2): [(2, 512, 1, True), (2, 512, 2, True)],
+    ("kk_softmax_bwd", 2): [(2, 512, 1, True), (2, 512, 2, True), (4, 512, 2, True)],
     ("kk_softmax_bwd", 4): [(4, 512, 2, True), (8, 512, 1, True), (8, 512, 1, False)],
 }
 
@@ -143,7 +149,7 @@ def sweep_softmax(size, dtype, copy, results, liger):
 
 # Rows split over a cluster (ops/softmax.py _SPLIT): (register packs, minimum blocks per SM) to time.
 SPLIT_VARIANTS = {
-    ("kk_softmax_fwd", 2): [(2, 2), (4, 2), (4, 1), (8, 1)],
+    ("kk_softmax_fwd", 2): [(2, 2), (4, 2), (4, 1), (8, 2), (8, 1)],
     ("kk_softmax_fwd", 4): [(4, 2), (4, 1), (8, 2), (8, 1)],
     ("kk_softmax_bwd", 2): [(2, 2), (2, 1), (4, 2), (4, 1)],
     ("kk_softmax_bwd", 4): [(4, 2), (4, 1), (8, 1)],
@@ -257,7 +263,7 @@ class NormFit(Swapped):
     """norms._FWD_FIT for one (kernel, dtype): (register packs per thread, minimum blocks per SM)."""
 
     def __init__(self, name, dtype, packs, minb):
-        super().__init__(norms, _FWD_FIT={(name, dtype): (1 << 62, packs, minb)})
+        super().__init__(norms, _FWD_FIT={(name, dtype): [(0, 1 << 62, packs, minb)]})
 
     def __enter__(self):
         super().__enter__()
@@ -288,7 +294,7 @@ def sweep_norm_fwd(size, dtype, copy, results, liger):
             extra.append(("liger", lambda: liger[op](*args)))
         variants = [
             (f"packs {p} min blocks {m}", lambda p=p, m=m: NormFit(name, dtype, p, m))
-            for p, m in ((4, 1), (4, 2), (8, 1), (8, 2))
+            for p, m in ((2, 3), (2, 4), (4, 1), (4, 2), (4, 3), (8, 1), (8, 2))
         ]
         case = f"{name} {str(dtype)[6:]} {size[0]}x{size[1]}"
         run_variants(case, 2 * x.nbytes, shipped, variants, close, results, copy, extra)

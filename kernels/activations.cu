@@ -73,10 +73,10 @@ __device__ __forceinline__ void swiglu_fwd_group(const T* g, const T* u, T* o, l
     A r[W];
 #pragma unroll
     for (int j = 0; j < W; ++j) {
-      const A a = to_acc(vg[k].v[j]);
+      const A a = kk::acc_at(vg[k], j);
       A s, oms;
       sigmoid2<kFast<T>>(a, s, oms);
-      r[j] = a * s * to_acc(vu[k].v[j]);
+      r[j] = a * s * kk::acc_at(vu[k], j);
     }
     store_vec<W>(o + (i + k * bd) * W, kk::acc_to_vec<T, W>(r));
   }
@@ -99,7 +99,7 @@ __device__ __forceinline__ void swiglu_bwd_group(const T* gr, const T* g, const 
     A rg[W], ru[W];
 #pragma unroll
     for (int j = 0; j < W; ++j) {
-      const A d = to_acc(vd[k].v[j]), a = to_acc(vg[k].v[j]), b = to_acc(vu[k].v[j]);
+      const A d = kk::acc_at(vd[k], j), a = kk::acc_at(vg[k], j), b = kk::acc_at(vu[k], j);
       A s, oms;
       sigmoid2<kFast<T>>(a, s, oms);
       ru[j] = d * (a * s);                                 // d/d up   = grad * silu(gate)
@@ -225,15 +225,15 @@ __device__ __forceinline__ void rope_items(const T* q, const T* k, const T* cs, 
     A o1[W], o2[W];
 #pragma unroll
     for (int j = 0; j < W; ++j) {
-      const A a = to_acc(x1[u].v[j]), b = to_acc(x2[u].v[j]);
+      const A a = kk::acc_at(x1[u], j), b = kk::acc_at(x2[u], j);
       if constexpr (BWD) {
         // gx[d] = g[d] cos[d] + g[d+h] sin[d+h];  gx[d+h] = g[d+h] cos[d+h] - g[d] sin[d]
-        o1[j] = kk::fma_acc(a, to_acc(c1.v[j]), b * to_acc(s2.v[j]));
-        o2[j] = kk::fma_acc(b, to_acc(c2.v[j]), -(a * to_acc(s1.v[j])));
+        o1[j] = kk::fma_acc(a, kk::acc_at(c1, j), b * kk::acc_at(s2, j));
+        o2[j] = kk::fma_acc(b, kk::acc_at(c2, j), -(a * kk::acc_at(s1, j)));
       } else {
         // out[d] = x[d] cos[d] - x[d+h] sin[d];  out[d+h] = x[d+h] cos[d+h] + x[d] sin[d+h]
-        o1[j] = kk::fma_acc(a, to_acc(c1.v[j]), -(b * to_acc(s1.v[j])));
-        o2[j] = kk::fma_acc(b, to_acc(c2.v[j]), a * to_acc(s2.v[j]));
+        o1[j] = kk::fma_acc(a, kk::acc_at(c1, j), -(b * kk::acc_at(s1, j)));
+        o2[j] = kk::fma_acc(b, kk::acc_at(c2, j), a * kk::acc_at(s2, j));
       }
     }
     store_vec<W>(op[u], kk::acc_to_vec<T, W>(o1));

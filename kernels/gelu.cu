@@ -233,7 +233,7 @@ __device__ __forceinline__ void bwd_rows(const Rows<N, W, T>& r, T* gx, const ac
     const Vec<T, W> o = acc_to_vec<T, W>(d);
     store_vec<W>(gx + k * row_step, o);
 #pragma unroll
-    for (int j = 0; j < W; ++j) acc[j] += to_acc(o.v[j]);  // sum the values as stored in grad_x
+    for (int j = 0; j < W; ++j) acc[j] += kk::acc_at(o, j);  // sum the values as stored in grad_x
   }
 }
 

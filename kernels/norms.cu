@@ -231,14 +231,17 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
-        h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : kk::zero_vec<T, W>();
+        // 16-bit packs choose on whole words (a select per element was two byte permutes); the float ones
+        // keep the select, which compiles without spills in the float forwards.
+        if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W>(x + off + p * W, act && p < cv);
+        else h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : kk::zero_vec<T, W>();
       }
     }
 #pragma unroll
     for (int k = 0; k < NP; ++k)
 #pragma unroll
       for (int j = 0; j < W; ++j) {
-        const A a = to_acc(h[k].v[j]);
+        const A a = kk::acc_at(h[k], j);
         ss[0] = kk::fma_acc(a, a, ss[0]);
       }
     if (TAIL && act && p_tail < cv) {
@@ -254,7 +257,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
           store_vec<W>(hout + off + p * W, hv);
 #pragma unroll
           for (int j = 0; j < W; ++j) {
-            const A t = to_acc(hv.v[j]);
+            const A t = kk::acc_at(hv, j);
             ss[0] = kk::fma_acc(t, t, ss[0]);
           }
         });
@@ -263,7 +266,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
         tail_loop<4, 0u, W>(src, p_tail, cv, R, [&](long long, const Packs<1, W, T>& q) {
 #pragma unroll
           for (int j = 0; j < W; ++j) {
-            const A t = to_acc(q.v[0].v[j]);
+            const A t = kk::acc_at(q.v[0], j);
             ss[0] = kk::fma_acc(t, t, ss[0]);
           }
         });
@@ -331,7 +334,10 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 #pragma unroll
     for (int k = 0; k < NP; ++k) {
       const long long p = k * R + tx;
-      h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : kk::zero_vec<T, W>();
+      // 16-bit packs choose on whole words (a select per element was two byte permutes); the float ones
+      // keep the select, which compiles without spills in the float forwards.
+      if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W>(x + off + p * W, act && p < cv);
+      else h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : kk::zero_vec<T, W>();
     }
     // s[0]: sum of x; s[1]: sum of x^2 (ONEPASS); then s[0]: sum of (x - mu)^2 where the second pass runs.
     A s[2] = {A(0), A(0)};
@@ -339,7 +345,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
     for (int k = 0; k < NP; ++k)
 #pragma unroll
       for (int j = 0; j < W; ++j) {
-        const A a = to_acc(h[k].v[j]);
+        const A a = kk::acc_at(h[k], j);
         s[0] += a;
         if constexpr (ONEPASS) s[1] = kk::fma_acc(a, a, s[1]);
       }
@@ -348,7 +354,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
         cache.put(p, q.v[0]);
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          const A a = to_acc(q.v[0].v[j]);
+          const A a = kk::acc_at(q.v[0], j);
           s[0] += a;
           if constexpr (ONEPASS) s[1] = kk::fma_acc(a, a, s[1]);
         }
@@ -382,7 +388,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
         if (p < cv) {  // zero packs beyond cv would add mu^2
 #pragma unroll
           for (int j = 0; j < W; ++j) {
-            const A d = to_acc(h[k].v[j]) - mu;
+            const A d = kk::acc_at(h[k], j) - mu;
             s[0] = kk::fma_acc(d, d, s[0]);
           }
         }
@@ -391,7 +397,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
         cached_tail_loop<2, 0u, W>(cache, src1, p_tail, cv, R, [&](long long, const Packs<1, W, T>& q) {
 #pragma unroll
           for (int j = 0; j < W; ++j) {
-            const A d = to_acc(q.v[0].v[j]) - mu;
+            const A d = kk::acc_at(q.v[0], j) - mu;
             s[0] = kk::fma_acc(d, d, s[0]);
           }
         });
@@ -566,9 +572,9 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
         weights(k, wk);
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          const A g = to_acc(gv[k].v[j]) * wk[j];
+          const A g = kk::acc_at(gv[k], j) * wk[j];
           if constexpr (LN) s[0] += g;
-          s[NS - 1] = kk::fma_acc(g, centered(to_acc(xv[k].v[j])), s[NS - 1]);
+          s[NS - 1] = kk::fma_acc(g, centered(kk::acc_at(xv[k], j)), s[NS - 1]);
         }
       }
       if (act && has_tail) {
@@ -576,9 +582,9 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
         tail_loop<1, 0u, W>(src, p_tail, cv, R, [&](long long, const Packs<3, W, T>& q) {
 #pragma unroll
           for (int j = 0; j < W; ++j) {
-            const A g = to_acc(q.v[0].v[j]) * to_acc(q.v[2].v[j]);
+            const A g = kk::acc_at(q.v[0], j) * kk::acc_at(q.v[2], j);
             if constexpr (LN) s[0] += g;
-            s[NS - 1] = kk::fma_acc(g, centered(to_acc(q.v[1].v[j])), s[NS - 1]);
+            s[NS - 1] = kk::fma_acc(g, centered(kk::acc_at(q.v[1], j)), s[NS - 1]);
           }
         });
       }
@@ -606,9 +612,9 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
           }
 #pragma unroll
           for (int j = 0; j < W; ++j) {
-            const A dy = to_acc(gv[k].v[j]);
+            const A dy = kk::acc_at(gv[k], j);
             const A g = dy * wk[j];
-            const A xh = (to_acc(xv[k].v[j]) - mu) * rs;
+            const A xh = (kk::acc_at(xv[k], j) - mu) * rs;
             o[j] = kk::fma_acc(rs, g - c1 - xh * c2, e[j]);
             aw[k][j] = kk::fma_acc(dy, xh, aw[k][j]);
             if constexpr (LN) ab[k][j] += dy;
@@ -628,10 +634,10 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
             A o[W];
 #pragma unroll
             for (int j = 0; j < W; ++j) {
-              const A dy = to_acc(q.v[0].v[j]);
-              const A g = dy * to_acc(q.v[2].v[j]);
-              const A xh = (to_acc(q.v[1].v[j]) - mu) * rs;
-              o[j] = kk::fma_acc(rs, g - c1 - xh * c2, to_acc(q.v[3].v[j]));
+              const A dy = kk::acc_at(q.v[0], j);
+              const A g = dy * kk::acc_at(q.v[2], j);
+              const A xh = (kk::acc_at(q.v[1], j) - mu) * rs;
+              o[j] = kk::fma_acc(rs, g - c1 - xh * c2, kk::acc_at(q.v[3], j));
               A* const qw = pwr + p * W + j;
               *qw = first ? dy * xh : kk::fma_acc(dy, xh, *qw);
               if constexpr (LN) {

@@ -158,7 +158,7 @@ __device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<
   for (int k = 0; k < N; ++k)
     if (k < n) {
 #pragma unroll
-      for (int j = 0; j < W; ++j) cm = amax(cm, to_acc(u[k].v[j]));
+      for (int j = 0; j < W; ++j) cm = amax(cm, kk::acc_at(u[k], j));
     }
   const A r = safe_ref(cm);
   s *= ex<T>(m - r);  // rescale from safe_ref(m) to r (m == -inf: s is 0 or NaN, factor 0)
@@ -166,7 +166,7 @@ __device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<
   for (int k = 0; k < N; ++k)
     if (k < n) {
 #pragma unroll
-      for (int j = 0; j < W; ++j) s += ex<T>(to_acc(u[k].v[j]) - r);
+      for (int j = 0; j < W; ++j) s += ex<T>(kk::acc_at(u[k], j) - r);
     }
   m = cm;
 }
@@ -193,7 +193,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   for (int k = 0; k < RP; ++k)
     if (ti + (long long)k * nt < nv) {
 #pragma unroll
-      for (int j = 0; j < W; ++j) m = amax(m, to_acc(v[k].v[j]));
+      for (int j = 0; j < W; ++j) m = amax(m, kk::acc_at(v[k], j));
     }
   {
     const A r = safe_ref(m);
@@ -201,7 +201,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
     for (int k = 0; k < RP; ++k)
       if (ti + (long long)k * nt < nv) {
 #pragma unroll
-        for (int j = 0; j < W; ++j) s += ex<T>(to_acc(v[k].v[j]) - r);
+        for (int j = 0; j < W; ++j) s += ex<T>(kk::acc_at(v[k], j) - r);
       }
   }
   const long long base = (long long)RP * nt;  // first streamed pack
@@ -245,7 +245,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
     if (p < nv) {
       A o[W];
 #pragma unroll
-      for (int j = 0; j < W; ++j) o[j] = ex<T>(to_acc(v[k].v[j]) - r) * inv;
+      for (int j = 0; j < W; ++j) o[j] = ex<T>(kk::acc_at(v[k], j) - r) * inv;
       store_vec<W>(yr + p * W, kk::acc_to_vec<T, W>(o));
     }
   }
@@ -269,7 +269,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
           if (qq < nq) {
             A o[W];
 #pragma unroll
-            for (int j = 0; j < W; ++j) o[j] = ex<T>(to_acc(u[k].v[j]) - r) * inv;
+            for (int j = 0; j < W; ++j) o[j] = ex<T>(kk::acc_at(u[k], j) - r) * inv;
             store_vec<W>(ys + qq * W, kk::acc_to_vec<T, W>(o));
           }
         }
@@ -308,13 +308,13 @@ __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows
 template <typename T, int W>
 __device__ __forceinline__ void dot_update(const Vec<T, W>& g, const Vec<T, W>& yv, acc_t<T>& d) {
 #pragma unroll
-  for (int j = 0; j < W; ++j) d = kk::fma_acc(to_acc(g.v[j]), to_acc(yv.v[j]), d);
+  for (int j = 0; j < W; ++j) d = kk::fma_acc(kk::acc_at(g, j), kk::acc_at(yv, j), d);
 }
 template <typename T, int W>
 __device__ __forceinline__ Vec<T, W> bwd_out(const Vec<T, W>& g, const Vec<T, W>& yv, acc_t<T> dot) {
   acc_t<T> o[W];
 #pragma unroll
-  for (int j = 0; j < W; ++j) o[j] = to_acc(yv.v[j]) * (to_acc(g.v[j]) - dot);
+  for (int j = 0; j < W; ++j) o[j] = kk::acc_at(yv, j) * (kk::acc_at(g, j) - dot);
   return kk::acc_to_vec<T, W>(o);
 }
 
@@ -468,7 +468,7 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
 #pragma unroll
     for (int k = 0; k < U; ++k)
 #pragma unroll
-      for (int j = 0; j < W; ++j) sx += to_acc(u[k].v[j]);
+      for (int j = 0; j < W; ++j) sx += kk::acc_at(u[k], j);
   }
 #pragma unroll
   for (int k = 0; k < U - 1; ++k) {
@@ -478,7 +478,7 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
       u[0] = load_vec<W>(xr + qq * W);
       ms_update<T, W, 1>(u, 1, m, s);
 #pragma unroll
-      for (int j = 0; j < W; ++j) sx += to_acc(u[0].v[j]);
+      for (int j = 0; j < W; ++j) sx += kk::acc_at(u[0], j);
     }
   }
   Red<A, 3> st;
@@ -564,7 +564,7 @@ __device__ __forceinline__ Vec<T, W> ce_bwd_pack(const Vec<T, W>& u, long long c
   const int jt = (dt >= 0 && dt < W) ? (int)dt : -1;
   A o[W];
 #pragma unroll
-  for (int j = 0; j < W; ++j) o[j] = sc * (ex<T>((to_acc(u.v[j]) - m) - ls_m) - (j == jt ? hit : smooth));
+  for (int j = 0; j < W; ++j) o[j] = sc * (ex<T>((kk::acc_at(u, j) - m) - ls_m) - (j == jt ? hit : smooth));
   return kk::acc_to_vec<T, W>(o);
 }
 
@@ -701,8 +701,8 @@ __device__ __forceinline__ void check_block() {
 //         grid = rows (bench/sweep_rows.py, H200). Needs the MAX_DYNAMIC_SHARED_SIZE attribute (Kernel.launch).
 //   HELD = true: rows held whole in registers (nv <= RP * B, else the kernel traps), no shared memory and no
 //         streaming code, which leaves registers for more blocks per SM: B = roundup(ceil(nv / RP), 32),
-//         grid = rows. Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 4 with MINB 2, then
-//         RP 8 with MINB 1; float32 RP 8 with MINB 2 (92-96% of copy at 4096 and 8192 columns).
+//         grid = rows. Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 4 with MINB 2 up to
+//         4096 columns, then RP 8 with MINB 2; float32 RP 8 with MINB 2 (94-96% of copy at 4096 and 8192).
 //   SPLIT = true (with HELD; sm_90+, 16-byte path, else it traps): a row split over a cluster of S <= 8 CTAs,
 //         grid (G, S) with cluster dims (1, S, 1), each CTA holding its part in registers (nv <= RP * B * S);
 //         G = the resident clusters, which loop over rows. ops/softmax.py's _SPLIT says where it is faster.

@@ -110,9 +110,19 @@ def copy_bandwidth(nbytes: int = 1 << 30) -> float:
     return 2 * nbytes / (t * 1e-3) / 1e9
 
 
-def _gpu_median_ms(fns: Sequence[Callable], reps: int = 50, warmup: int = 5) -> float:
-    for i in range(warmup):
+def _gpu_median_ms(fns: Sequence[Callable], reps: int = 50, warmup: int = 5, warmup_ms: float = 50.0) -> float:
+    """Median time of one call in ms, from CUDA events around each of ``reps`` calls (rotating through ``fns``).
+
+    The warm-up runs at least ``warmup`` calls and ``warmup_ms`` of GPU work: a compile between two measurements
+    (torch.compile, NVRTC) leaves the GPU idle for seconds, and a few calls were not enough for its clocks to
+    come back (the first implementation timed per job measured up to 20% slow, bench/NOTES.md session 14).
+    """
+    i, start = 0, time.perf_counter()
+    while i < warmup or (time.perf_counter() - start) * 1e3 < warmup_ms:
         fns[i % len(fns)]()
+        i += 1
+        if i % 8 == 0:
+            torch.cuda.synchronize()  # so that the host clock follows the GPU's work
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]

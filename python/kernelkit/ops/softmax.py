@@ -31,23 +31,29 @@ _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*"
 # A short row is one warp's (8 rows per 256-thread block); a long row is one block's. Rows that fit the
 # registers of one block are held there whole (the kernels' HELD instantiations: no streaming code, so
 # fewer registers and more blocks per SM), one block per row. Per (kernel, element size): the (register
-# packs per thread, minimum blocks per SM) to try in order, the first whose 512-thread block holds the row
-# (bench/sweep_llm.py on an H200, 4096 and 8192 columns: bf16 forward 68-78 -> 92% of copy, backward 80 ->
-# 102%, float32 forward 86-92 -> 96%, backward 65 -> 103%).
+# packs per thread, minimum blocks per SM, fewest threads per row) to try in order, the first whose 512-thread
+# block holds the row with at least that many threads (bench/sweep_llm.py on an H200, 4096 and 8192 columns:
+# bf16 forward 68-78 -> 92% of copy, backward 80 -> 102%, float32 forward 86-92 -> 96%, backward 65 -> 103%).
+# The 16-bit forward fits 8 packs at two blocks per SM since it converts whole words (kk::acc_at): 271.3 ->
+# 264.0 us at 32768 x 8192; at 4096 columns (64 threads per row) 4 packs stay faster, 131.2 against 134.0
+# (h200-2026-11-22-s14/sweep_llm-held-bf16.log).
 _HELD = {
-    ("kk_softmax_fwd", 2): ((4, 2), (8, 1)),
-    ("kk_softmax_fwd", 4): ((8, 2),),
-    ("kk_softmax_bwd", 2): ((2, 2),),
-    ("kk_softmax_bwd", 4): ((8, 1),),
+    ("kk_softmax_fwd", 2): ((8, 2, 128), (4, 2, 32)),
+    ("kk_softmax_fwd", 4): ((8, 2, 32),),
+    ("kk_softmax_bwd", 2): ((2, 2, 32), (4, 2, 32)),
+    ("kk_softmax_bwd", 4): ((8, 1, 32),),
 }
 # Rows beyond one block's registers (on sm_90+, 16-byte path) are split over a cluster of up to 8 CTAs, each
 # holding its part in registers: (register packs per thread, minimum blocks per SM) per (kernel, element size),
 # where that measured faster than one block per row streaming the rest (bench/sweep_llm.py --only
-# softmax_split, H200, 8192 x 65536): float32 forward 1462 -> 1285 us, backward 2709 -> 1628 us, bf16
-# backward 1112 -> 1010 us. The 16-bit forward measured slower split (648 -> 822 us) and is not.
+# softmax_split, H200, 8192 x 65536): float32 forward 1462 -> 1285 us, backward 2709 -> 1628 us. The 16-bit
+# kernels fit 8 packs (forward) and 4 (backward) at two blocks per SM without spilling since they convert
+# whole words (kk::acc_at): bf16 forward 652 -> 583 us (it had kept one block per row), backward 822 -> 781
+# (h200-2026-11-22-s14).
 _SPLIT = {
+    ("kk_softmax_fwd", 2): (8, 2),
     ("kk_softmax_fwd", 4): (8, 2),
-    ("kk_softmax_bwd", 2): (2, 2),
+    ("kk_softmax_bwd", 2): (4, 2),
     ("kk_softmax_bwd", 4): (4, 2),
 }
 # Longer rows keep `packs` packs per thread in registers and cache the rest of the row in shared memory, up
@@ -67,8 +73,8 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: b
     pack_bytes = vec * (16 // VEC[dtype])  # 16 bytes on the vector path, one element otherwise
     nv = cols // vec
     ct = CTYPE[dtype]
-    for packs, minb in _HELD.get((name, dtype.itemsize), ()):
-        if packs * 32 < nv <= packs * 512:
+    for packs, minb, threads in _HELD.get((name, dtype.itemsize), ()):
+        if packs * threads <= nv <= packs * 512 and nv > packs * 32:
             k = kernel("softmax", f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true>")
             return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62)
     if vector and (name, dtype.itemsize) in _SPLIT:
