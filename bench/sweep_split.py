@@ -111,7 +111,7 @@ def backward(name, dtype, results, rows=ROWS, cols=COLS, fits=None):
         if pf is None:
             k = kernel("norms", expr)
         else:
-            flip = ((r"SMEM \? MINB == 1 :", f"SMEM ? {str(pf).lower()} :"),)
+            flip = ((r"SMEM \? MINB == 1 \|\| kPrefetch2 :", f"SMEM ? {str(pf).lower()} :"),)
             k = source_variant("norms", flip).kernel(expr)
         dyn = norms.bwd_slot_bytes(kname, dtype, smem) * rt
         if split:
@@ -152,17 +152,19 @@ def main():
         action="store_true",
         help="only the backwards of rows one block holds (32768 x 4096 and 8192), registers against shared memory",
     )
+    ap.add_argument("--dtypes", nargs="*", default=["bfloat16", "float32"])
     args = ap.parse_args()
+    dtypes = [getattr(torch, d) for d in args.dtypes]
     results = []
     if args.held_backward:
-        for dtype in (torch.bfloat16, torch.float32):
+        for dtype in dtypes:
             for name in ("kk_rms_norm_bwd", "kk_add_rms_norm_bwd", "kk_layer_norm_bwd"):
                 for cols in (4096, 8192):
                     fits = [(0, 1, None), (1, 1, None), (2, 2, None)]
                     guarded(name, lambda: backward(name, dtype, results, 32768, cols, fits))
         write_results(args.out, copy_bandwidth(), results)
         return
-    for dtype in (torch.bfloat16, torch.float32):
+    for dtype in dtypes:
         for name in () if args.backward_only else ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd"):
             forward(name, dtype, results)
         for name in () if args.forward_only else ("kk_rms_norm_bwd", "kk_add_rms_norm_bwd", "kk_layer_norm_bwd"):

@@ -468,9 +468,11 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const bool has_tail = TAIL && NP * R < cv;
-  // Split float32 LayerNorm rows have no registers for the next row (56 bytes of spills), nor have the rows
-  // with their sums in shared memory at two blocks per SM (64 registers).
-  constexpr bool kPrefetch = !TAIL && (SMEM ? MINB == 1 : !(LN && SPLIT && sizeof(T) == 4));
+  // Split float32 LayerNorm rows have no registers for the next row (56 bytes of spills), nor have the rows with
+  // their sums in shared memory at two blocks per SM (64 registers), except 16-bit RMSNorm rows with the weights
+  // there too (SMEM 2), since packs convert whole words (kk::acc_at).
+  constexpr bool kPrefetch2 = SMEM == 2 && sizeof(T) == 2 && !LN;
+  constexpr bool kPrefetch = !TAIL && (SMEM ? MINB == 1 || kPrefetch2 : !(LN && SPLIT && sizeof(T) == 4));
   const A acols = A(cols);
   const long long nchunks = kk::div_ll(rows + rpc - 1, rpc);
   // Shared-memory slot arrays (SMEM): the weights (SMEM 2), then the pw sums, then the pb sums (LN).
