@@ -36,7 +36,8 @@ _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*"
 # bf16 forward 68-78 -> 92% of copy, backward 80 -> 102%, float32 forward 86-92 -> 96%, backward 65 -> 103%).
 # The 16-bit forward fits 8 packs at two blocks per SM since it converts whole words (kk::acc_at): 271.3 ->
 # 264.0 us at 32768 x 8192; at 4096 columns (64 threads per row) 4 packs stay faster, 131.2 against 134.0
-# (h200-2026-11-22-s14/sweep_llm-held-bf16.log).
+# (h200-2026-11-22-s14/sweep_llm-held-bf16.log). The 16-bit backward holds rows beyond 2 packs' reach at 4
+# packs, where the split below begins: 372.6 us at 16384 x 16384, 101.7% of copy (sweep_llm-softmax-16384-bf16).
 _HELD = {
     ("kk_softmax_fwd", 2): ((8, 2, 128), (4, 2, 32)),
     ("kk_softmax_fwd", 4): ((8, 2, 32),),
