@@ -111,7 +111,7 @@ def backward(name, dtype, results, rows=ROWS, cols=COLS, fits=None):
         if pf is None:
             k = kernel("norms", expr)
         else:
-            flip = ((r"SMEM \? MINB == 1 \|\| kPrefetch2 :", f"SMEM ? {str(pf).lower()} :"),)
+            flip = ((r"SMEM \? MINB == 1 \|\| kSmemRoomForNextRow :", f"SMEM ? {str(pf).lower()} :"),)
             k = source_variant("norms", flip).kernel(expr)
         dyn = norms.bwd_slot_bytes(kname, dtype, smem) * rt
         if split:

@@ -173,8 +173,8 @@ template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
   __device__ __forceinline__ void arm(unsigned s) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     const unsigned bytes = (blockDim.x >> 5) * gridDim.y * N * sizeof(A);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(&storage().full[s])), "r"(bytes)
-                 : "memory");
+    const unsigned bar = smem_address(&storage().full[s]);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 #endif
   }
   // The N values as one st.async of 32-bit words (N * sizeof(A) = 4, 8 or 16 bytes: a slot is that aligned) to a

@@ -140,7 +140,9 @@ template <int NP, int W, typename A> struct PackSlots {
   static constexpr int kPer = 16 / sizeof(A);  // A values per unit
   uint4* base;
   int R, tx;
-  __device__ __forceinline__ uint4* at(int a, int k, int u) const { return base + ((a * NP + k) * kUnits + u) * R + tx; }
+  __device__ __forceinline__ uint4* at(int a, int k, int u) const {
+    return base + ((a * NP + k) * kUnits + u) * R + tx;
+  }
   __device__ __forceinline__ void load(int a, int k, A (&v)[W]) const {
 #pragma unroll
     for (int u = 0; u < kUnits; ++u) {
@@ -232,7 +234,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
         // 16-bit packs choose on whole words (a select per element was two byte permutes); the float ones
-        // keep the select, which compiles without spills in the float forwards.
+        // keep the select: through a shared helper (load_vec_if or its own) the float forwards spilled.
         if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W>(x + off + p * W, act && p < cv);
         else h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : kk::zero_vec<T, W>();
       }
@@ -334,8 +336,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 #pragma unroll
     for (int k = 0; k < NP; ++k) {
       const long long p = k * R + tx;
-      // 16-bit packs choose on whole words (a select per element was two byte permutes); the float ones
-      // keep the select, which compiles without spills in the float forwards.
+      // As in rms_fwd_run: whole words for 16-bit packs, the select for float ones.
       if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W>(x + off + p * W, act && p < cv);
       else h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : kk::zero_vec<T, W>();
     }
@@ -471,8 +472,9 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   // Split float32 LayerNorm rows have no registers for the next row (56 bytes of spills), nor have the rows with
   // their sums in shared memory at two blocks per SM (64 registers), except 16-bit RMSNorm rows with the weights
   // there too (SMEM 2), since packs convert whole words (kk::acc_at).
-  constexpr bool kPrefetch2 = SMEM == 2 && sizeof(T) == 2 && !LN;
-  constexpr bool kPrefetch = !TAIL && (SMEM ? MINB == 1 || kPrefetch2 : !(LN && SPLIT && sizeof(T) == 4));
+  constexpr bool kSmemRoomForNextRow = SMEM == 2 && sizeof(T) == 2 && !LN;
+  constexpr bool kPrefetch =
+      !TAIL && (SMEM ? MINB == 1 || kSmemRoomForNextRow : !(LN && SPLIT && sizeof(T) == 4));
   const A acols = A(cols);
   const long long nchunks = kk::div_ll(rows + rpc - 1, rpc);
   // Shared-memory slot arrays (SMEM): the weights (SMEM 2), then the pw sums, then the pb sums (LN).
@@ -744,13 +746,14 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
   if (cols % V == 0 &&
       kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
-    kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, SPLIT, SMEM, MINB, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows,
-                                                                   cols, rpc);
+    kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, SPLIT, SMEM, MINB, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb,
+                                                                         rows, cols, rpc);
   } else if constexpr (SPLIT || SMEM > 0) {
     __trap();  // rows are split, and sums kept in shared memory, on the 16-byte path only
   } else {
     check_fits<TAIL, NP, SPLIT>(cols, 1);
-    kk_norms::norm_bwd_run<NP, 1, LN, TAIL, EXTRA, SPLIT, SMEM, MINB, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb, rows, cols, rpc);
+    kk_norms::norm_bwd_run<NP, 1, LN, TAIL, EXTRA, SPLIT, SMEM, MINB, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb,
+                                                                         rows, cols, rpc);
   }
 }
 
@@ -834,7 +837,7 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 //   SMEM = 1 or 2 (16-byte path, Y = 1, else the kernel traps): the chunk's weight-gradient sums (1), and the float
 //   weights too (2), in dynamic shared memory instead of registers: S >= A * NP * VEC * R * sizeof(acc) bytes
 //   with A = (SMEM == 2) + 1 (+ 1 for LayerNorm's bias sums). With MINB = 1 these load the next row ahead; at
-//   two blocks per SM they have no registers for it.
+//   two blocks per SM only 16-bit RMSNorm rows with SMEM = 2 have the registers for it (norm_bwd_run kPrefetch).
 template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool EXTRA = false,
           bool SPLIT = false, int SMEM = 0>
 __global__ void __launch_bounds__(512, MINB)
@@ -845,8 +848,8 @@ kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __re
   kk::pdl_trigger();  // kk_column_sum, launched dependent, may be scheduled now; it waits for this grid
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   if (EXTRA != (g_extra != nullptr)) __trap();
-  norm_bwd<NP, false, TAIL, EXTRA, SPLIT, SMEM, MINB>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows, cols,
-                                          rows_per_chunk);
+  norm_bwd<NP, false, TAIL, EXTRA, SPLIT, SMEM, MINB>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
+                                                      cols, rows_per_chunk);
 }
 
 // LayerNorm backward: xhat = (x - mean)*rstd, g = gy*w:
@@ -862,6 +865,6 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
                   long long rows, long long cols, long long rows_per_chunk) {
   kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
-  norm_bwd<NP, true, TAIL, false, SPLIT, SMEM, MINB>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b, rows,
-                                         cols, rows_per_chunk);
+  norm_bwd<NP, true, TAIL, false, SPLIT, SMEM, MINB>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b,
+                                                     rows, cols, rows_per_chunk);
 }

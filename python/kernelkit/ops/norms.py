@@ -87,8 +87,8 @@ _BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat
 # sweep_split-bwd.json): bf16 add_rms_norm 1436.6 -> 1204.7 us, float32 add_rms_norm 2478.6 -> 2198.7,
 # layer_norm 1783.4 -> 1596.9, rms_norm 1587.3 -> 1553.4; bf16 rms_norm (871.6) and layer_norm (1036.8 against
 # 1033.1) measured best or within 0.5% at (0, 1). Since 16-bit packs convert whole words (kk::acc_at), 16-bit
-# RMSNorm rows at (2, 2) load the next row ahead too (kernels/norms.cu kPrefetch2): bf16 rms_norm 862.3 ->
-# 809.4 us, add_rms_norm 1209.5 -> 1088.6 (h200-2026-11-22-s14/sweep_split-bwd-bf16.log).
+# RMSNorm rows at (2, 2) load the next row ahead too (kernels/norms.cu kSmemRoomForNextRow): bf16 rms_norm
+# 862.3 -> 809.4 us, add_rms_norm 1209.5 -> 1088.6 (h200-2026-11-22-s14/sweep_split-bwd-bf16.log).
 _BWD_SPLIT_FIT = {
     **{("kk_rms_norm_bwd", t, x): (2, 2) for t in _B16 for x in (False, True)},
     ("kk_rms_norm_bwd", _F32, False): (1, 1),
