@@ -226,7 +226,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
 #pragma unroll
           for (int j = 0; j < W; ++j) a[j] += b[j];
           h[k] = kk::acc_to_vec<T, W>(a);
-          store_vec<W>(hout + off + p * W, h[k]);
+          store_vec<W, SPLIT && sizeof(T) == 4>(hout + off + p * W, h[k]);
         }
       }
     } else {
@@ -286,7 +286,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
         kk::vec_to_acc(load_vec<W>(w + p * W), g);
 #pragma unroll
         for (int j = 0; j < W; ++j) a[j] = a[j] * rs * g[j];
-        store_vec<W>(y + off + p * W, kk::acc_to_vec<T, W>(a));
+        store_vec<W, SPLIT>(y + off + p * W, kk::acc_to_vec<T, W>(a));
       }
     }
     if (TAIL && act && p_tail < cv) {
@@ -421,7 +421,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
         kk::vec_to_acc(load_vec<W>(b + p * W), c);
 #pragma unroll
         for (int j = 0; j < W; ++j) a[j] = kk::fma_acc((a[j] - mu) * rs, g[j], c[j]);
-        store_vec<W>(y + off + p * W, kk::acc_to_vec<T, W>(a));
+        store_vec<W, SPLIT>(y + off + p * W, kk::acc_to_vec<T, W>(a));
       }
     }
     if (tail) {
@@ -627,7 +627,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
             slots.store(kSaw, k, aw[k]);
             if constexpr (LN) slots.store(kSab, k, ab[k]);
           }
-          store_vec<W>(gx + off + p * W, kk::acc_to_vec<T, W>(o));
+          store_vec<W, SPLIT>(gx + off + p * W, kk::acc_to_vec<T, W>(o));
         }
       }
       if (has_tail) {
@@ -770,6 +770,11 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   SPLIT = true (sm_90+, 16-byte path, TAIL = false): each row is split over the S CTAs of a cluster,
 //   grid (G, S), cluster dims (1, S, 1), block (R, 1), cols <= NP * VEC * R * S, S <= 8; G = the resident
 //   clusters (cuOccupancyMaxActiveClusters) looping over rows is fastest. A mismatched launch traps.
+//   Split rows store y (and the backwards gx) evict-first (st.global.cs); at 8192 x 65536 on an H200
+//   (bench/ab_source.py, h200-2026-11-22-s15): bf16 rms_norm 617.5 -> 571.7 us, layer_norm 652.6 -> 617.5,
+//   float32 layer_norm 1247.8 -> 1188.8, layer_norm_backward 1613.8 -> 1566.3, the rest within 1%. add_rms_norm's
+//   h only in float32 (2258.5 -> 2191.1 us; bf16 1105.8 against 1120.8 without). Held rows measured up to
+//   2.7% slower with it (float32 rms_norm 32768 x 8192).
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,

@@ -1,5 +1,6 @@
 """The command line and the benchmark harness, on whatever device this machine has."""
 
+import gc
 import json
 
 import torch
@@ -39,6 +40,34 @@ def test_bench_reports_a_failing_implementation_without_stopping():
     bad = next(r for r in results if r.impl == "broken")
     assert bad.error == "RuntimeError: boom"
     assert next(r for r in results if r.impl == "torch").error is None
+
+
+def test_bench_times_the_implementations_in_interleaved_rounds_with_the_gc_off():
+    order, gc_on = [], []
+
+    def impl(tag):
+        def f(x):
+            order.append(tag)
+            gc_on.append(gc.isenabled())
+            if tag == "late" and order.count("late") > 8:  # fails after its first round
+                raise RuntimeError("late failure")
+            return x
+
+        return f
+
+    case = bench.Case(
+        "turns",
+        make=lambda s, d, dev: (torch.ones(*s, dtype=d, device=dev),),
+        impls={"a": impl("a"), "b": impl("b"), "late": impl("late")},
+    )
+    results = bench.run([case], sizes=[(8,)], dtypes=[torch.float32], compile=False, reps=10, progress=False)
+    turns = [t for i, t in enumerate(order) if i == 0 or order[i - 1] != t]
+    assert turns[:4] == ["a", "b", "late", "a"], turns  # a round of each, then the next round
+    assert turns.count("a") == bench.ROUNDS and turns.count("b") == bench.ROUNDS
+    assert not any(gc_on), "the garbage collector ran during timing"
+    by = {r.impl: r for r in results}
+    assert by["late"].error == "RuntimeError: late failure" and by["a"].error is None and by["b"].error is None
+    assert gc.isenabled()
 
 
 def test_bench_cli_writes_json_and_csv(tmp_path):

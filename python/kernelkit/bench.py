@@ -20,6 +20,7 @@ forward graph once and time only ``torch.autograd.grad``.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import statistics
 import time
@@ -30,6 +31,7 @@ import torch
 __all__ = ["GROUPS", "LLM_SIZES", "Case", "Result", "backward", "copy_bandwidth", "environment", "op_cases", "run"]
 
 Size = Tuple[int, ...]
+ROUNDS = 5  # interleaved timing rounds per job (_time_interleaved)
 
 
 @dataclasses.dataclass
@@ -117,13 +119,7 @@ def _gpu_median_ms(fns: Sequence[Callable], reps: int = 50, warmup: int = 5, war
     (torch.compile, NVRTC) leaves the GPU idle for seconds, and a few calls were not enough for its clocks to
     come back (the first implementation timed per job measured up to 20% slow, bench/NOTES.md session 14).
     """
-    i, start = 0, time.perf_counter()
-    while i < warmup or (time.perf_counter() - start) * 1e3 < warmup_ms:
-        fns[i % len(fns)]()
-        i += 1
-        if i % 8 == 0:
-            torch.cuda.synchronize()  # so that the host clock follows the GPU's work
-    torch.cuda.synchronize()
+    _warm(fns, warmup, warmup_ms, gpu=True)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for i in range(reps):
@@ -134,24 +130,77 @@ def _gpu_median_ms(fns: Sequence[Callable], reps: int = 50, warmup: int = 5, war
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
-def _host_median_us(fn: Callable, reps: int, sync: Callable) -> float:
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    sync()
-    return statistics.median(times) * 1e6
+def _peak_mb(call: Callable[[], Any]) -> float:
+    """Peak CUDA memory one call allocates beyond what is already live, in MB."""
+    call()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    call()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 1e6
 
 
-def _cpu_median_ms(fn: Callable, reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+def _time_interleaved(
+    calls: Dict[str, Sequence[Callable]], reps: int, gpu: bool, errors: Dict[str, str], rounds: int = ROUNDS
+) -> Dict[str, Tuple[float, float]]:
+    """Median time (ms; CUDA events on GPU, wall clock on CPU) and median host time (µs) of one call per
+    implementation, over ``rounds`` rounds that take the implementations in turn.
+
+    Host-bound calls (small sizes, backwards timed around ``torch.autograd.grad``) follow the host's
+    load and clocks, which drift over seconds: timed one implementation after the other, the same cell
+    varied by up to 2x between runs (bench/NOTES.md, session 15). Interleaved, a drift reaches every
+    implementation alike. The garbage collector is off while timing, as in ``timeit``. An
+    implementation that raises is dropped, its error kept in ``errors``.
+    """
+    per_round = max(1, math.ceil(reps / rounds))
+    dev: Dict[str, List[float]] = {n: [] for n in calls}
+    host: Dict[str, List[float]] = {n: [] for n in calls}
+    gc_was_on = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for r in range(rounds):
+            for name, fns in list(calls.items()):
+                try:
+                    # The first round's warm-up waits out GPU clocks a compile left idle (see _gpu_median_ms).
+                    _warm(fns, 5 if r == 0 else 2, (50.0 if r == 0 else 2.0) if gpu else 0.0, gpu)
+                    events = []
+                    for i in range(per_round):
+                        fn = fns[(r * per_round + i) % len(fns)]
+                        if gpu:
+                            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                            start.record()
+                        t0 = time.perf_counter()
+                        fn()
+                        host[name].append(time.perf_counter() - t0)
+                        if gpu:
+                            end.record()
+                            events.append((start, end))
+                    if gpu:
+                        torch.cuda.synchronize()
+                        dev[name].extend(s.elapsed_time(e) for s, e in events)
+                except Exception as e:
+                    calls.pop(name)
+                    errors[name] = f"{type(e).__name__}: {e}"[:300]
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return {
+        n: (statistics.median(dev[n] if gpu else [t * 1e3 for t in host[n]]), statistics.median(host[n]) * 1e6)
+        for n in calls
+    }
+
+
+def _warm(fns: Sequence[Callable], calls: int, min_ms: float, gpu: bool) -> None:
+    i, start = 0, time.perf_counter()
+    while i < calls or (time.perf_counter() - start) * 1e3 < min_ms:
+        fns[i % len(fns)]()
+        i += 1
+        if gpu and i % 8 == 0:
+            torch.cuda.synchronize()  # so that the host clock follows the GPU's work
+    if gpu:
+        torch.cuda.synchronize()
 
 
 def _input_sets(case: Case, size: Size, dtype: torch.dtype, device: str, l2_bytes: int) -> List[tuple]:
@@ -179,7 +228,6 @@ def run(
     if gpu and copy_gbps is None:
         copy_gbps = copy_bandwidth()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size if gpu else 0
-    sync = torch.cuda.synchronize if gpu else (lambda: None)
     jobs = [(c, s, d) for c in cases for s in sizes for d in dtypes]
     results: List[Result] = []
     bar = None
@@ -202,58 +250,34 @@ def run(
                     torch._dynamo.reset()
                     impls["torch.compile"] = torch.compile(fn, dynamic=False)
             sets = _input_sets(case, size, dtype, device, l2)
-            row: List[Result] = []
+            calls: Dict[str, List[Callable]] = {}
+            peaks: Dict[str, Optional[float]] = {}
+            errors: Dict[str, str] = {}
             for name, fn in impls.items():
-                head = (case.name, name, "x".join(map(str, size)), str(dtype).replace("torch.", ""), device)
-                calls: List[Callable] = []
                 try:
                     if case.prepare is not None:
-                        calls = [case.prepare(fn, a) for a in sets]
+                        calls[name] = [case.prepare(fn, a) for a in sets]
                     else:
-                        calls = [lambda a=a, fn=fn: fn(*a) for a in sets]
-                    if gpu:
-                        calls[0]()
-                        torch.cuda.synchronize()
-                        base = torch.cuda.memory_allocated()
-                        torch.cuda.reset_peak_memory_stats()
-                        calls[0]()
-                        torch.cuda.synchronize()
-                        peak = (torch.cuda.max_memory_allocated() - base) / 1e6
-                        ms = _gpu_median_ms(calls, reps=reps)
-                    else:
-                        peak = None
-                        # The 2-core VMs show single-call spikes of several ms: take the median of enough calls.
-                        ms = _cpu_median_ms(calls[0], reps=max(10, reps // 2))
-                    host = _host_median_us(calls[0], reps=20, sync=sync)
-                    nbytes = case.bytes(*sets[0]) if case.bytes else None
-                    flops = case.flops(*sets[0]) if case.flops else None
-                    gbps = nbytes / (ms * 1e-3) / 1e9 if nbytes else None
-                    row.append(
-                        Result(
-                            *head,
-                            ms * 1e3,
-                            host,
-                            gbps,
-                            100 * gbps / copy_gbps if gbps and copy_gbps else None,
-                            flops / (ms * 1e-3) / 1e12 if flops else None,
-                            peak,
-                        )
-                    )
+                        calls[name] = [lambda a=a, fn=fn: fn(*a) for a in sets]
+                    peaks[name] = _peak_mb(calls[name][0]) if gpu else None  # the first call also compiles
                 except Exception as e:  # one failing implementation must not stop the run
-                    row.append(
-                        Result(
-                            *head,
-                            math.nan,
-                            math.nan,
-                            None,
-                            None,
-                            None,
-                            None,
-                            error=f"{type(e).__name__}: {e}"[:300],
-                        )
-                    )
-                finally:
-                    calls = []  # free this implementation's inputs and graphs before the next one's
+                    calls.pop(name, None)
+                    errors[name] = f"{type(e).__name__}: {e}"[:300]
+            timings = _time_interleaved(calls, reps, gpu, errors)
+            row: List[Result] = []
+            for name in impls:
+                head = (case.name, name, "x".join(map(str, size)), str(dtype).replace("torch.", ""), device)
+                if name in errors:
+                    row.append(Result(*head, math.nan, math.nan, None, None, None, None, error=errors[name]))
+                    continue
+                ms, host = timings[name]
+                nbytes = case.bytes(*sets[0]) if case.bytes else None
+                flops = case.flops(*sets[0]) if case.flops else None
+                gbps = nbytes / (ms * 1e-3) / 1e9 if nbytes else None
+                pct = 100 * gbps / copy_gbps if gbps and copy_gbps else None
+                tflops = flops / (ms * 1e-3) / 1e12 if flops else None
+                row.append(Result(*head, ms * 1e3, host, gbps, pct, tflops, peaks[name]))
+            calls = {}  # free the inputs and graphs before the next job's
             _speedups(row)
             results.extend(row)
             del sets
