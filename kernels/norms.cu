@@ -627,7 +627,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
             slots.store(kSaw, k, aw[k]);
             if constexpr (LN) slots.store(kSab, k, ab[k]);
           }
-          store_vec<W, SPLIT>(gx + off + p * W, kk::acc_to_vec<T, W>(o));
+          store_vec<W, SPLIT || SMEM != 0>(gx + off + p * W, kk::acc_to_vec<T, W>(o));
         }
       }
       if (has_tail) {
@@ -774,7 +774,8 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   (bench/ab_source.py, h200-2026-11-22-s15): bf16 rms_norm 617.5 -> 571.7 us, layer_norm 652.6 -> 617.5,
 //   float32 layer_norm 1247.8 -> 1188.8, layer_norm_backward 1613.8 -> 1566.3, the rest within 1%. add_rms_norm's
 //   h only in float32 (2258.5 -> 2191.1 us; bf16 1105.8 against 1120.8 without). Held rows measured up to
-//   2.7% slower with it (float32 rms_norm 32768 x 8192).
+//   2.7% slower with it (float32 rms_norm 32768 x 8192), except the backwards with shared-memory slots (SMEM):
+//   float32 layer_norm_backward 32768 x 8192 842.7 -> 818.8 us, the others within 0.8%.
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
