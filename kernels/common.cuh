@@ -345,7 +345,8 @@ template <int W, bool NC = true, typename T> __device__ __forceinline__ Vec<T, W
 }
 
 // EVICT_FIRST: st.global.cs, the line marked first to evict from L2 (16-byte packs; scalars store as usual).
-template <int W, bool EVICT_FIRST = false, typename T> __device__ __forceinline__ void store_vec(T* p, const Vec<T, W>& r) {
+template <int W, bool EVICT_FIRST = false, typename T>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, W>& r) {
   if constexpr (W == 1) {
     *p = r.v[0];
   } else if constexpr (EVICT_FIRST) {

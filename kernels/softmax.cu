@@ -32,7 +32,8 @@ using kk::to_acc;
 using kk::Vec;
 
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
-constexpr int kWarpRowPacks = 2048; // cross-entropy: warp-per-row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
+// cross-entropy: a warp per row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
+constexpr int kWarpRowPacks = 2048;
 
 __device__ __forceinline__ float ex2_approx(float x) {  // 2^x; -inf -> 0, NaN -> NaN
   float r;
