@@ -17,57 +17,21 @@ import json
 import torch
 
 import kernelkit
+from kernelkit import _native
 from kernelkit.bench import _gpu_median_ms, _rms_norm_reference, copy_bandwidth
+from kernelkit.ops._runtime import CTYPE
 
 SRC = r"""
-#include <cuda_bf16.h>
+#include "common.cuh"
 
-__device__ __forceinline__ unsigned sa(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+using kk::Vec;
 
-__device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
-  unsigned done;
-  do {
-    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                 "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  } while (!done);
-}
-
+// One arrival expecting `bytes`, and the bulk copy that completes them on the mbarrier at `bar`.
 __device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+  kk::mbarrier_expect_tx(bar, bytes);
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
-
-template <typename T> struct P;  // 16-byte packs as float values
-template <> struct P<float> {
-  static constexpr int W = 4;
-  __device__ static void unpack(const uint4& u, float (&f)[4]) {
-    f[0] = __uint_as_float(u.x); f[1] = __uint_as_float(u.y); f[2] = __uint_as_float(u.z); f[3] = __uint_as_float(u.w);
-  }
-  __device__ static uint4 pack(const float (&f)[4]) {
-    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
-  }
-};
-template <> struct P<__nv_bfloat16> {
-  static constexpr int W = 8;
-  __device__ static void unpack(const uint4& u, float (&f)[8]) {
-    const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      f[2 * i] = __uint_as_float(w[i] << 16);
-      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  }
-  __device__ static uint4 pack(const float (&f)[8]) {
-    unsigned w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-      w[i] = *reinterpret_cast<unsigned*>(&h);
-    }
-    return make_uint4(w[0], w[1], w[2], w[3]);
-  }
-};
 
 // One block per row at a time, S rows in flight: stage s of block b holds its rows i = s, s + S, ...
 // (row blockIdx.x + i * gridDim.x). KP 16-byte packs per thread (p = tid + k * NT) hold the row for the
@@ -77,63 +41,62 @@ template <typename T, int KP, int S, bool LN, bool REREAD>
 __global__ void __launch_bounds__(512) norm_bulk(const T* __restrict__ x, const T* __restrict__ w,
                                                  const T* __restrict__ b, T* __restrict__ y, float* __restrict__ mean,
                                                  float* __restrict__ rstd, long long rows, int cols, float eps) {
-  using Pk = P<T>;
-  constexpr int W = Pk::W;
+  constexpr int W = 16 / sizeof(T);
+  using P = Vec<T, W>;
   extern __shared__ __align__(128) unsigned char smem[];
   const unsigned row_bytes = (unsigned)cols * sizeof(T);
   unsigned long long* bars = reinterpret_cast<unsigned long long*>(smem + S * row_bytes);
   float* red = reinterpret_cast<float*>(bars + S);  // [2 buffers][2 sums][32 warps]
   const int tid = threadIdx.x, NT = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = NT >> 5;
   const int packs = cols / W;
+  auto stage = [&](int s) { return kk::smem_address(smem + s * row_bytes); };
+  auto bar = [&](int s) { return kk::smem_address(&bars[s]); };
+  auto refill = [&](int s, long long r) {
+    if (r < rows) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // after this stage's generic reads
+      bulk_load(stage(s), x + r * cols, row_bytes, bar(s));
+    }
+  };
   if (tid == 0) {
-    for (int s = 0; s < S; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(&bars[s])) : "memory");
+    for (int s = 0; s < S; ++s) kk::mbarrier_init(bar(s), 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  if (tid == 0) {
-    for (int s = 0; s < S; ++s) {
-      const long long r = blockIdx.x + (long long)s * gridDim.x;
-      if (r < rows) bulk_load(sa(smem + s * row_bytes), x + r * cols, row_bytes, sa(&bars[s]));
-    }
-  }
-  uint4 wv[KP], bv[KP];
+  if (tid == 0)
+    for (int s = 0; s < S; ++s) refill(s, blockIdx.x + (long long)s * gridDim.x);
+  P wv[KP], bv[KP];
 #pragma unroll
   for (int k = 0; k < KP; ++k) {
     const int p = tid + k * NT;
     if (p < packs) {
-      wv[k] = __ldg(reinterpret_cast<const uint4*>(w) + p);
-      if (LN) bv[k] = __ldg(reinterpret_cast<const uint4*>(b) + p);
+      wv[k] = kk::load_vec<W>(w + p * W);
+      if (LN) bv[k] = kk::load_vec<W>(b + p * W);
     }
   }
   int i = 0;
   for (long long r = blockIdx.x; r < rows; r += gridDim.x, ++i) {
     const int s = i % S;
-    bar_wait(sa(&bars[s]), (unsigned)(i / S) & 1u);
-    const uint4* st = reinterpret_cast<const uint4*>(smem + s * row_bytes);
-    uint4 v[KP];
+    kk::mbarrier_wait(bar(s), (unsigned)(i / S) & 1u);
+    const P* st = reinterpret_cast<const P*>(smem + s * row_bytes);
+    P v[KP];
     float acc = 0.f;
 #pragma unroll
     for (int k = 0; k < KP; ++k) {
       const int p = tid + k * NT;
       if (p < packs) {
         v[k] = st[p];
-        float f[W];
-        Pk::unpack(v[k], f);
 #pragma unroll
-        for (int j = 0; j < W; ++j) acc += LN ? f[j] : f[j] * f[j];
+        for (int j = 0; j < W; ++j) {
+          const float f = kk::acc_at(v[k], j);
+          acc += LN ? f : f * f;
+        }
       }
     }
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     float* rb = red + (i & 1) * 64;
     if (lane == 0) rb[warp] = acc;
     __syncthreads();  // every thread has read stage s, and the warp sums are in
-    if (!REREAD && tid == 0) {
-      const long long rn = r + (long long)S * gridDim.x;
-      if (rn < rows) {
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        bulk_load(sa(smem + s * row_bytes), x + rn * cols, row_bytes, sa(&bars[s]));
-      }
-    }
+    if (!REREAD && tid == 0) refill(s, r + (long long)S * gridDim.x);
     float tot = 0.f;
     for (int j = 0; j < nw; ++j) tot += rb[j];
     float mu = 0.f, rs;
@@ -142,12 +105,12 @@ __global__ void __launch_bounds__(512) norm_bulk(const T* __restrict__ x, const 
       float q = 0.f;
 #pragma unroll
       for (int k = 0; k < KP; ++k) {
-        const int p = tid + k * NT;
-        if (p < packs) {
-          float f[W];
-          Pk::unpack(v[k], f);
+        if (tid + k * NT < packs) {
 #pragma unroll
-          for (int j = 0; j < W; ++j) q += (f[j] - mu) * (f[j] - mu);
+          for (int j = 0; j < W; ++j) {
+            const float d = kk::acc_at(v[k], j) - mu;
+            q += d * d;
+          }
         }
       }
       for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
@@ -163,35 +126,27 @@ __global__ void __launch_bounds__(512) norm_bulk(const T* __restrict__ x, const 
       if (rstd) rstd[r] = rs;
       if (LN && mean) mean[r] = mu;
     }
-    uint4* yr = reinterpret_cast<uint4*>(y + r * cols);
 #pragma unroll
     for (int k = 0; k < KP; ++k) {
       const int p = tid + k * NT;
       if (p < packs) {
-        float f[W], g[W], c[W];
-        Pk::unpack(REREAD ? st[p] : v[k], f);
-        Pk::unpack(wv[k], g);
-        if (LN) Pk::unpack(bv[k], c);
+        const P xv = REREAD ? st[p] : v[k];
+        float f[W];
 #pragma unroll
-        for (int j = 0; j < W; ++j) f[j] = LN ? fmaf((f[j] - mu) * rs, g[j], c[j]) : f[j] * rs * g[j];
-        yr[p] = Pk::pack(f);
+        for (int j = 0; j < W; ++j) {
+          const float a = kk::acc_at(xv, j), g = kk::acc_at(wv[k], j);
+          f[j] = LN ? fmaf((a - mu) * rs, g, kk::acc_at(bv[k], j)) : a * rs * g;
+        }
+        kk::store_vec<W>(y + r * cols + p * W, kk::acc_to_vec<T, W>(f));
       }
     }
     if (REREAD) {
       __syncthreads();  // every thread has read stage s twice
-      if (tid == 0) {
-        const long long rn = r + (long long)S * gridDim.x;
-        if (rn < rows) {
-          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-          bulk_load(sa(smem + s * row_bytes), x + rn * cols, row_bytes, sa(&bars[s]));
-        }
-      }
+      if (tid == 0) refill(s, r + (long long)S * gridDim.x);
     }
   }
 }
 """
-
-CT = {torch.float32: "float", torch.bfloat16: "__nv_bfloat16"}
 
 
 def _line(name, dtype, cols, tag, us, pct, err=None):
@@ -268,10 +223,11 @@ def main() -> None:
                 for s in (1, 2, 3, 4):
                     for ln in (False, True):
                         for rr in (False, True):
-                            e = f"norm_bulk<{CT[dtype]}, {kp}, {s}, {str(ln).lower()}, {str(rr).lower()}>"
+                            e = f"norm_bulk<{CTYPE[dtype]}, {kp}, {s}, {str(ln).lower()}, {str(rr).lower()}>"
                             exprs.append(e)
                             variants.append((dtype, cols, nt, kp, s, ln, e))
-    mod = kernelkit.load_inline("exp_bulk_rows", SRC, name_expressions=sorted(set(exprs)))
+    common = {"common.cuh": _native.op_source("common.cuh")}
+    mod = kernelkit.load_inline("exp_bulk_rows", SRC, name_expressions=sorted(set(exprs)), headers=common)
     results = []
     for dtype in (torch.float32, torch.bfloat16):
         for cols in (4096, 8192):

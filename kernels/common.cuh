@@ -108,6 +108,27 @@ __device__ __forceinline__ void from_words(const unsigned* w, double& v) { v = _
 // The 32-bit shared-memory address of *p (p: a pointer into this CTA's shared memory), for PTX operands.
 __device__ __forceinline__ unsigned smem_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// The mbarrier at shared address `bar`, for `count` arrivals per phase.
+__device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+// The mbarrier at shared address `bar`: one arrival that also expects `bytes` of async-proxy transfers.
+__device__ __forceinline__ void mbarrier_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Spins until the phase of parity `parity` of the mbarrier at shared address `bar` has completed.
+__device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+#endif
+
 // The address of *p in the shared memory of the cluster's CTA `rank` (p: this CTA's copy of a __shared__
 // variable), for ld/st.shared::cluster.
 __device__ __forceinline__ unsigned cluster_address(const void* p, unsigned rank) {
@@ -159,7 +180,7 @@ template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
       if (blockDim.x % 32 != 0 || blockDim.x > 32 * kMaxRowWarps) __trap();
       if (threadIdx.x == 0) {
         for (int s = 0; s < 2; ++s) {
-          asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(&storage().full[s])) : "memory");
+          mbarrier_init(smem_address(&storage().full[s]), 1);
           arm(s);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -173,8 +194,7 @@ template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
   __device__ __forceinline__ void arm(unsigned s) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     const unsigned bytes = (blockDim.x >> 5) * gridDim.y * N * sizeof(A);
-    const unsigned bar = smem_address(&storage().full[s]);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+    mbarrier_expect_tx(smem_address(&storage().full[s]), bytes);
 #endif
   }
   // The N values as one st.async of 32-bit words (N * sizeof(A) = 4, 8 or 16 bytes: a slot is that aligned) to a
@@ -216,13 +236,7 @@ template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
         const unsigned bar = cluster_address(full, lane);
         send(dst, v, bar);
       }
-      unsigned done = 0;
-      while (!done)
-        asm volatile(
-            "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-            : "=r"(done)
-            : "r"(smem_address(full)), "r"(parity)
-            : "memory");
+      mbarrier_wait(smem_address(full), parity);
       if (threadIdx.x == 0) arm(stage);
       Op::identity(v);
       for (unsigned k = lane; k < nw * n; k += 32) Op::combine(v, slots[k]);

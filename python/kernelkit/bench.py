@@ -120,14 +120,27 @@ def _gpu_median_ms(fns: Sequence[Callable], reps: int = 50, warmup: int = 5, war
     come back (the first implementation timed per job measured up to 20% slow, bench/NOTES.md session 14).
     """
     _warm(fns, warmup, warmup_ms, gpu=True)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        starts[i].record()
+    return statistics.median(_timed_calls(fns, 0, reps, gpu=True)[0])
+
+
+def _timed_calls(fns: Sequence[Callable], first: int, n: int, gpu: bool) -> Tuple[List[float], List[float]]:
+    """``n`` calls rotating through ``fns`` from index ``first``: (each call's time in ms, from CUDA events on GPU
+    and the wall clock on CPU; each call's host time in µs)."""
+    events, host = [], []
+    for i in range(first, first + n):
+        if gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        t0 = time.perf_counter()
         fns[i % len(fns)]()
-        ends[i].record()
+        host.append((time.perf_counter() - t0) * 1e6)
+        if gpu:
+            end.record()
+            events.append((start, end))
+    if not gpu:
+        return [t * 1e-3 for t in host], host
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return [s.elapsed_time(e) for s, e in events], host
 
 
 def _peak_mb(call: Callable[[], Any]) -> float:
@@ -155,7 +168,7 @@ def _time_interleaved(
     together. An implementation that raises is dropped, its error kept in ``errors``.
     """
     per_round = max(1, math.ceil(reps / rounds))
-    dev: Dict[str, List[float]] = {n: [] for n in calls}
+    times: Dict[str, List[float]] = {n: [] for n in calls}
     host: Dict[str, List[float]] = {n: [] for n in calls}
     gc_was_on = gc.isenabled()
     gc.collect()
@@ -166,31 +179,16 @@ def _time_interleaved(
                 try:
                     # The first round's warm-up waits out GPU clocks a compile left idle (see _gpu_median_ms).
                     _warm(fns, 5 if r == 0 else 2, (50.0 if r == 0 else 2.0) if gpu else 0.0, gpu)
-                    events = []
-                    for i in range(per_round):
-                        fn = fns[(r * per_round + i) % len(fns)]
-                        if gpu:
-                            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                            start.record()
-                        t0 = time.perf_counter()
-                        fn()
-                        host[name].append(time.perf_counter() - t0)
-                        if gpu:
-                            end.record()
-                            events.append((start, end))
-                    if gpu:
-                        torch.cuda.synchronize()
-                        dev[name].extend(s.elapsed_time(e) for s, e in events)
+                    ms, us = _timed_calls(fns, r * per_round, per_round, gpu)
+                    times[name] += ms
+                    host[name] += us
                 except Exception as e:
                     calls.pop(name)
                     errors[name] = f"{type(e).__name__}: {e}"[:300]
     finally:
         if gc_was_on:
             gc.enable()
-    return {
-        n: (statistics.median(dev[n] if gpu else [t * 1e3 for t in host[n]]), statistics.median(host[n]) * 1e6)
-        for n in calls
-    }
+    return {n: (statistics.median(times[n]), statistics.median(host[n])) for n in calls}
 
 
 def _warm(fns: Sequence[Callable], calls: int, min_ms: float, gpu: bool) -> None:
