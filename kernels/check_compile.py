@@ -31,8 +31,9 @@ ALLOWED_SPILL = {
     # The same in bfloat16 since packs convert word by word (kk::acc_at): 69.1 against 69.3 us before it at 8192^2
     # (bench/ab_source.py, h200-2026-11-22-s14).
     "kk_bias_gelu_fwd<__nv_bfloat16, 1>": 8,
-    # 64 registers (two blocks per SM): 91-93% of copy at 4096-8192 columns, 70% at 116 registers.
-    "kk_softmax_fwd<float, 2>": 32,
+    # 64 registers (two blocks per SM): 91-93% of copy at 4096-8192 columns, 70% at 116 registers. sm_90 spills
+    # 16/32 bytes; sm_80 48/80 since float32's exp is ex2.approx (16/32 with expf; not measured, no A100 here).
+    "kk_softmax_fwd<float, 2>": 80,
     # 16-bit add_rms_norm rows split over a cluster, loading the next row ahead at two blocks per SM: 1088.6 us at
     # bf16 8192 x 65536 with this 4-byte spill, 1209.5 without the next row (h200-2026-11-22-s14/sweep_split-bwd-bf16).
     "kk_rms_norm_bwd<__half, false, 2, 2, true, true, 2>": 8,
