@@ -1,13 +1,16 @@
 """Experiment: does rope lose to torch.compile (float32, 0.97-0.98x) because one launch interleaves q's and k's rows?
 
 kernelkit.ops.rope numbers its rows (batch, seq, head) over q's and k's heads together, so each position's blocks
-stream four tensors at once (q, k and both outputs); torch.compile's kernels stream q, then k. This times, in
-interleaved rounds on the `kernelkit bench` inputs (Hugging Face's transposed layout):
+stream four tensors at once (q, k and both outputs). This times, in interleaved rounds on the `kernelkit bench`
+inputs (Hugging Face's transposed layout):
   one    the shipped launch (q and k together);
   split  the same kernel launched twice, on q alone (no k heads), then on k alone;
   compile  torch.compile of the reference.
 
     python3 bench/exp_rope_order.py float32:32768x4096 float32:8192x65536 bfloat16:32768x4096
+
+Verdict (h200-2026-11-23-s16/SUMMARY.md): two launches are slower (float32 4096: 527.9 against 519.7 us), so the
+interleaving is not the gap to torch.compile (508.6). ncu shows Inductor's code as one kernel for q and k too.
 """
 
 import argparse
@@ -39,7 +42,7 @@ def run_case(make, spec, rounds):
     hk = k.shape[1]
     stride = cos.stride(0) if cos.dim() == 3 else 0
     oq, ok = torch.empty_like(q), torch.empty_like(k)
-    ref = torch.compile(bench._rope_reference)
+    ref = torch.compile(bench._rope_reference, dynamic=False)  # one static kernel per shape, as kernelkit bench
 
     def one():
         _launch(q, k, cos, sin, oq, ok, hq, hk, b, s, d, stride)
