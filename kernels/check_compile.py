@@ -23,7 +23,8 @@ def _cu13():
 
 
 # Small spills accepted where the launch is measured faster than the spill-free alternative
-# (bench/sweep_rows.py on an H200), or where the host never launches the instantiation. Bytes, any arch.
+# (bench/sweep_rows.py on an H200), or where the host never launches the instantiation. Bytes, on every arch
+# unless ALLOWED_SPILL_ARCH says otherwise.
 ALLOWED_SPILL = {
     # One 4-byte reload (8-byte stack frame) per 32 elements, an L1 hit, in the main loop, since the x
     # loads go out before the column division (bench/sweep_flat.py: float16 tanh forward measured with it).
@@ -31,9 +32,10 @@ ALLOWED_SPILL = {
     # The same in bfloat16 since packs convert word by word (kk::acc_at): 69.1 against 69.3 us before it at 8192^2
     # (bench/ab_source.py, h200-2026-11-22-s14).
     "kk_bias_gelu_fwd<__nv_bfloat16, 1>": 8,
-    # 64 registers (two blocks per SM): 91-93% of copy at 4096-8192 columns, 70% at 116 registers. sm_90 spills
-    # 16/32 bytes; sm_80 48/80 since float32's exp is ex2.approx (16/32 with expf; not measured, no A100 here).
-    "kk_softmax_fwd<float, 2>": 80,
+    # 64 registers (two blocks per SM) for the float32 rows the held and split kernels do not take (up to 1024
+    # columns; longer rows before sm_90 or off the 16-byte path). Chosen when it took 4096-8192 columns: 91-93% of
+    # copy there, 70% at 116 registers.
+    "kk_softmax_fwd<float, 2>": 32,
     # 16-bit add_rms_norm rows split over a cluster, loading the next row ahead at two blocks per SM: 1088.6 us at
     # bf16 8192 x 65536 with this 4-byte spill, 1209.5 without the next row (h200-2026-11-22-s14/sweep_split-bwd-bf16).
     "kk_rms_norm_bwd<__half, false, 2, 2, true, true, 2>": 8,
@@ -45,6 +47,12 @@ ALLOWED_SPILL = {
     # float32 LayerNorm rows of 4097 to 16384 columns (ops/norms.py): 95% of copy at 8192 columns with this
     # 8-byte spill, 87.5% for 4 packs at 1 block per SM without (bench/results/h200-2026-11-22-s7/sweep_llm5.log).
     "kk_layer_norm_fwd<float, false>": 16,
+}
+# Where one arch spills more than ALLOWED_SPILL lets the others: (instantiation, arch) -> bytes.
+ALLOWED_SPILL_ARCH = {
+    # sm_90 keeps 16/32; sm_80 spills 48/80 since float32's exp is ex2.approx (16/32 with expf). Not measured: no
+    # A100 here.
+    ("kk_softmax_fwd<float, 2>", "sm_80"): 80,
 }
 
 
@@ -180,7 +188,7 @@ def compile_one(lib, inc, src_name, names, arch, cubin_dir):
             ok = False
             continue
         worst = max(i.get("stack", 0), i.get("spill_st", 0), i.get("spill_ld", 0))
-        bad = worst > ALLOWED_SPILL.get(n, 0)
+        bad = worst > ALLOWED_SPILL_ARCH.get((n, arch), ALLOWED_SPILL.get(n, 0))
         ok &= not bad
         regs = i.get("regs", 0)
         # resident 256-thread blocks per SM from registers alone (64K regs, 8-register granularity,

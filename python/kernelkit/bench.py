@@ -264,6 +264,8 @@ def run(
                     calls.pop(name, None)
                     errors[name] = f"{type(e).__name__}: {e}"[:300]
             timings = _time_interleaved(calls, reps, gpu, errors)
+            nbytes = case.bytes(*sets[0]) if case.bytes else None
+            flops = case.flops(*sets[0]) if case.flops else None
             row: List[Result] = []
             for name in impls:
                 head = (case.name, name, "x".join(map(str, size)), str(dtype).replace("torch.", ""), device)
@@ -271,8 +273,6 @@ def run(
                     row.append(Result(*head, math.nan, math.nan, None, None, None, None, error=errors[name]))
                     continue
                 ms, host = timings[name]
-                nbytes = case.bytes(*sets[0]) if case.bytes else None
-                flops = case.flops(*sets[0]) if case.flops else None
                 gbps = nbytes / (ms * 1e-3) / 1e9 if nbytes else None
                 pct = 100 * gbps / copy_gbps if gbps and copy_gbps else None
                 tflops = flops / (ms * 1e-3) / 1e12 if flops else None
