@@ -12,7 +12,7 @@ import importlib
 
 import torch
 import torch.nn.functional as F
-from sweep_common import guarded, norm_forward, write_results
+from sweep_common import guarded, norm_forward, source_variant, write_results
 
 from kernelkit import _native
 from kernelkit.bench import _add_rms_norm_reference, _gpu_median_ms, _rms_norm_reference, copy_bandwidth
@@ -116,6 +116,8 @@ def sweep_norm_bwd(name, dtype, rows, cols, results):
 # Forward fits: (packs, min blocks per SM) by element size; R = the threads that hold the row, one row per
 # block. torch.compile's float32 kernels run 512 threads per row at full occupancy (ncu, session 9).
 FWD_FITS = {2: [(4, 1), (2, 2), (2, 3), (2, 4), (1, 4)], 4: [(4, 1), (4, 2), (4, 3), (2, 2), (2, 3), (2, 4)]}
+# --sub (regex, replacement) pairs: the fits sweep times kernels from norms.cu with them applied.
+NORMS_SUBS: list = []
 
 
 def sweep_norm_fwd_fits(name, dtype, rows, cols, results):
@@ -130,7 +132,8 @@ def sweep_norm_fwd_fits(name, dtype, rows, cols, results):
         r, _, tail = norms._row_block(np_, dtype, cols, True)
         if tail:
             continue
-        k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {np_}, {minb}>")
+        expr = f"{name}<{CTYPE[dtype]}, false, {np_}, {minb}>"
+        k = source_variant("norms", NORMS_SUBS).kernel(expr) if NORMS_SUBS else kernel("norms", expr)
         fn = lambda: k.launch(rows, (r, 1), (*args, rows, cols, eps))
         y.zero_()
         fn()
@@ -228,7 +231,9 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--only", nargs="*", default=["norm_bwd", "softmax", "ce"])
     ap.add_argument("--kernels", nargs="*", help="substrings of the kernel names to sweep (default: all)")
+    ap.add_argument("--sub", nargs=2, action="append", default=[], metavar=("REGEX", "REPLACEMENT"))
     a = ap.parse_args()
+    NORMS_SUBS[:] = [tuple(s) for s in a.sub]
     COPY[0] = copy_bandwidth()
     print(f"copy {COPY[0]:.0f} GB/s", flush=True)
     results = []

@@ -318,16 +318,45 @@ template <typename T> __device__ __forceinline__ T load_plain(const T* p) { retu
 // ---- W-element packs (W*sizeof(T) == 16 -> one 128-bit access, W == 1 -> scalar) ----
 template <typename T, int W> struct alignas(sizeof(T) * W) Vec { T v[W]; };
 
-// NC: use the read-only (non-coherent) path; only for data the kernel never writes,
-// or reads exactly once before this same thread writes it (exact in-place aliasing).
-template <int W, bool NC = true, typename T> __device__ __forceinline__ Vec<T, W> load_vec(const T* p) {
+// How a pack is loaded (the L template argument of load_vec / load_vec_if; true and false still mean kNc and kPlain):
+// - kPlain: a coherent load, for data this kernel wrote earlier;
+// - kNc: the read-only (non-coherent) path, for data the kernel never writes, or reads exactly once before this same
+//   thread writes it (exact in-place aliasing);
+// - kKeep: kNc's contract, marked last to evict from L1 and L2 (L1::evict_last with an L2 evict_last policy: what
+//   Triton emits for eviction_policy='evict_last'). On rows read once it measured faster than kNc in the rms_norm,
+//   softmax and cross-entropy, rope and swiglu kernels (2-18%, bench/NOTES.md session 17), and slower in LayerNorm's.
+//   16-byte packs only; scalars load as kNc.
+enum Load : int { kPlain = 0, kNc = 1, kKeep = 2 };
+
+// Before sm_80 (no createpolicy) kKeep loads as kNc. The asm is pure (no memory clobber), as __ldg: the kNc contract
+// leaves nothing for it to be ordered against.
+__device__ __forceinline__ uint4 ld_keep(const uint4* p) {
+#if __CUDA_ARCH__ < 800
+  return __ldg(p);
+#else
+  uint4 r;
+  asm("{\n\t.reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_last.b64 pol, 1.0;\n\t"
+      "ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], pol;\n\t}"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+#endif
+}
+
+template <int L> __device__ __forceinline__ uint4 ld16(const void* p) {
+  const uint4* q = reinterpret_cast<const uint4*>(p);
+  if constexpr (L == kKeep) return ld_keep(q);
+  else if constexpr (L == kNc) return __ldg(q);
+  else return *q;
+}
+
+template <int W, int L = kNc, typename T> __device__ __forceinline__ Vec<T, W> load_vec(const T* p) {
   static_assert(W == 1 || W * sizeof(T) == 16, "packs are scalars or 16 bytes");
   Vec<T, W> r;
   if constexpr (W == 1) {
-    r.v[0] = NC ? __ldg(p) : *p;
+    r.v[0] = L != kPlain ? __ldg(p) : *p;
   } else {
-    const uint4 u = NC ? __ldg(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
-    *reinterpret_cast<uint4*>(&r) = u;  // Vec is 16-byte aligned: a register-level bit copy
+    *reinterpret_cast<uint4*>(&r) = ld16<L>(p);  // Vec is 16-byte aligned: a register-level bit copy
   }
   return r;
 }
@@ -346,15 +375,15 @@ template <typename T, int W> __device__ __forceinline__ Vec<T, W> zero_vec() {
 
 // load_vec(p) when pred, else zeros. For 16-bit types the choice is made on whole 32-bit words:
 // `pred ? load : zeros` on a pack of them compiles to two byte permutes per element.
-template <int W, bool NC = true, typename T> __device__ __forceinline__ Vec<T, W> load_vec_if(const T* p, bool pred) {
+template <int W, int L = kNc, typename T> __device__ __forceinline__ Vec<T, W> load_vec_if(const T* p, bool pred) {
   if constexpr (W * sizeof(T) == 16 && sizeof(T) == 2) {
     uint4 u = make_uint4(0u, 0u, 0u, 0u);
-    if (pred) u = NC ? __ldg(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
+    if (pred) u = ld16<L>(p);
     Vec<T, W> r;
     *reinterpret_cast<uint4*>(&r) = u;
     return r;
   } else {
-    return pred ? load_vec<W, NC>(p) : zero_vec<T, W>();
+    return pred ? load_vec<W, L>(p) : zero_vec<T, W>();
   }
 }
 

@@ -35,6 +35,12 @@ using kk::to_acc;
 template <typename T> constexpr int kNpFwd = sizeof(T) == 4 ? 8 : 4;
 template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 
+// How the kernels load rows and weights (kk::Load), measured against kNc on an H200 (bench/ab_source.py, bench/NOTES.md
+// session 17). kKeep made the RMSNorm forwards 1.7-4.2% faster and the float32 backwards 2-2.6%; LayerNorm's forward
+// rows 1-10% slower (weights: within 1%), the 16-bit backwards' rows 1-4% slower.
+constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc;
+template <typename T> constexpr int kBwdLd = sizeof(T) == 4 ? kk::kKeep : kk::kNc;
+
 __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double k_rsqrt(double v) { return rsqrt(v); }
 
@@ -221,8 +227,8 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
         h[k] = kk::zero_vec<T, W>();
         if (act && p < cv) {
           A a[W], b[W];
-          kk::vec_to_acc(load_vec<W>(x + off + p * W), a);
-          kk::vec_to_acc(load_vec<W>(res + off + p * W), b);
+          kk::vec_to_acc(load_vec<W, kRmsFwdLd>(x + off + p * W), a);
+          kk::vec_to_acc(load_vec<W, kRmsFwdLd>(res + off + p * W), b);
 #pragma unroll
           for (int j = 0; j < W; ++j) a[j] += b[j];
           h[k] = kk::acc_to_vec<T, W>(a);
@@ -235,8 +241,8 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
         const long long p = k * R + tx;
         // 16-bit packs choose on whole words (a select per element was two byte permutes); the float ones
         // keep the select: through a shared helper (load_vec_if or its own) the float forwards spilled.
-        if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W>(x + off + p * W, act && p < cv);
-        else h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : kk::zero_vec<T, W>();
+        if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kRmsFwdLd>(x + off + p * W, act && p < cv);
+        else h[k] = (act && p < cv) ? load_vec<W, kRmsFwdLd>(x + off + p * W) : kk::zero_vec<T, W>();
       }
     }
 #pragma unroll
@@ -283,7 +289,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
       if (act && p < cv) {
         A a[W], g[W];
         kk::vec_to_acc(h[k], a);
-        kk::vec_to_acc(load_vec<W>(w + p * W), g);
+        kk::vec_to_acc(load_vec<W, kRmsFwdLd>(w + p * W), g);
 #pragma unroll
         for (int j = 0; j < W; ++j) a[j] = a[j] * rs * g[j];
         store_vec<W, SPLIT>(y + off + p * W, kk::acc_to_vec<T, W>(a));
@@ -337,8 +343,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
     for (int k = 0; k < NP; ++k) {
       const long long p = k * R + tx;
       // As in rms_fwd_run: whole words for 16-bit packs, the select for float ones.
-      if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W>(x + off + p * W, act && p < cv);
-      else h[k] = (act && p < cv) ? load_vec<W>(x + off + p * W) : kk::zero_vec<T, W>();
+      if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kLnFwdLd>(x + off + p * W, act && p < cv);
+      else h[k] = (act && p < cv) ? load_vec<W, kLnFwdLd>(x + off + p * W) : kk::zero_vec<T, W>();
     }
     // s[0]: sum of x; s[1]: sum of x^2 (ONEPASS); then s[0]: sum of (x - mu)^2 where the second pass runs.
     A s[2] = {A(0), A(0)};
@@ -417,8 +423,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
       if (act && p < cv) {
         A a[W], g[W], c[W];
         kk::vec_to_acc(h[k], a);
-        kk::vec_to_acc(load_vec<W>(w + p * W), g);
-        kk::vec_to_acc(load_vec<W>(b + p * W), c);
+        kk::vec_to_acc(load_vec<W, kLnFwdLd>(w + p * W), g);
+        kk::vec_to_acc(load_vec<W, kLnFwdLd>(b + p * W), c);
 #pragma unroll
         for (int j = 0; j < W; ++j) a[j] = kk::fma_acc((a[j] - mu) * rs, g[j], c[j]);
         store_vec<W, SPLIT>(y + off + p * W, kk::acc_to_vec<T, W>(a));
@@ -492,7 +498,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 #pragma unroll
   for (int k = 0; k < NP; ++k) {
     const long long p = k * R + tx;
-    kk::vec_to_acc(kk::load_vec_if<W>(w + p * W, p < cv), wf[k]);
+    kk::vec_to_acc(kk::load_vec_if<W, kBwdLd<T>>(w + p * W, p < cv), wf[k]);
     if constexpr (SMEM >= 2) slots.store(kSw, k, wf[k]);
   }
   auto weights = [&](int k, A(&o)[W]) {
@@ -530,8 +536,8 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
-        gv[k] = kk::load_vec_if<W>(gy + off + p * W, act && p < cv);
-        xv[k] = kk::load_vec_if<W>(x + off + p * W, act && p < cv);
+        gv[k] = kk::load_vec_if<W, kBwdLd<T>>(gy + off + p * W, act && p < cv);
+        xv[k] = kk::load_vec_if<W, kBwdLd<T>>(x + off + p * W, act && p < cv);
       }
       rs = act ? rstd[row] : A(0);
       mu = (LN && act) ? mean[row] : A(0);
@@ -559,7 +565,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
         if constexpr (kEarlyExtra)
-          ev[k] = kk::load_vec_if<W>(gextra + off + p * W, act && p < cv);
+          ev[k] = kk::load_vec_if<W, kBwdLd<T>>(gextra + off + p * W, act && p < cv);
       }
       // The first pass sums g * (x - mu) and scales it by rs once after the row sum where that measured faster:
       // 16-bit types and add_rms_norm 1-3%; float32 rms_norm and LayerNorm 1.5-2% slower (bench/ab_source.py,
@@ -603,7 +609,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
         if (act && p < cv) {
           A e[W], o[W];
           if constexpr (kEarlyExtra) kk::vec_to_acc(ev[k], e);
-          else if (EXTRA) kk::vec_to_acc(load_vec<W>(gextra + off + p * W), e);
+          else if (EXTRA) kk::vec_to_acc(load_vec<W, kBwdLd<T>>(gextra + off + p * W), e);
           else {
 #pragma unroll
             for (int j = 0; j < W; ++j) e[j] = A(0);

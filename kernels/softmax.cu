@@ -30,6 +30,11 @@ using kk::sts;
 using kk::to_acc;
 using kk::Vec;
 
+// How rows are loaded (kk::Load): the softmax kernels read each row once per pass as kKeep, 1.2-5% faster than kNc
+// (double: 8 bytes of spills); cross-entropy's measured 3-4% slower that way and keeps kNc (bench/NOTES.md session 17).
+template <typename T> constexpr int kSoftmaxLd = sizeof(T) == 8 ? kk::kNc : kk::kKeep;
+constexpr int kCeLd = kk::kNc;
+
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
 // cross-entropy: a warp per row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
 constexpr int kWarpRowPacks = 2048;
@@ -189,7 +194,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
 #pragma unroll
   for (int k = 0; k < RP; ++k) {
     const long long p = ti + (long long)k * nt;
-    if (p < nv) v[k] = load_vec<W>(xr + p * W);
+    if (p < nv) v[k] = load_vec<W, kSoftmaxLd<T>>(xr + p * W);
   }
   A m = ninf<A>(), s = A(0);
 #pragma unroll
@@ -217,7 +222,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
       for (; q + (kU<T> - 1) * (long long)nt < nq; q += (long long)kU<T> * nt) {
         Vec<T, W> u[kU<T>];
 #pragma unroll
-        for (int k = 0; k < kU<T>; ++k) u[k] = load_vec<W>(xs + (q + k * nt) * W);
+        for (int k = 0; k < kU<T>; ++k) u[k] = load_vec<W, kSoftmaxLd<T>>(xs + (q + k * nt) * W);
 #pragma unroll
         for (int k = 0; k < kU<T>; ++k)
           if (q + k * nt < cache_packs) sts<W>(cache + (q + k * nt) * W, u[k]);
@@ -228,7 +233,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
         const long long qq = q + k * nt;
         if (qq < nq) {
           Vec<T, W> u[1];
-          u[0] = load_vec<W>(xs + qq * W);
+          u[0] = load_vec<W, kSoftmaxLd<T>>(xs + qq * W);
           if (qq < cache_packs) sts<W>(cache + qq * W, u[0]);
           ms_update<T, W, 1>(u, 1, m, s);
         }
@@ -264,7 +269,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
         for (int k = 0; k < kU<T>; ++k) {
           const long long qq = q + k * nt;
           if (qq < cache_packs) u[k] = lds<W>(cache + qq * W);
-          else if (qq < nq) u[k] = load_vec<W>(xs + qq * W);
+          else if (qq < nq) u[k] = load_vec<W, kSoftmaxLd<T>>(xs + qq * W);
         }
 #pragma unroll
         for (int k = 0; k < kU<T>; ++k) {
@@ -331,8 +336,8 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
   for (int k = 0; k < RP; ++k) {
     const long long p = ti + (long long)k * nt;
     if (p < nv) {
-      vg[k] = load_vec<W>(gr + p * W);
-      vy[k] = load_vec<W>(yr + p * W);
+      vg[k] = load_vec<W, kSoftmaxLd<T>>(gr + p * W);
+      vy[k] = load_vec<W, kSoftmaxLd<T>>(yr + p * W);
     }
   }
   A d = A(0);
@@ -351,8 +356,8 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
         Vec<T, W> ug[kU<T>], uy[kU<T>];
 #pragma unroll
         for (int k = 0; k < kU<T>; ++k) {
-          ug[k] = load_vec<W>(gs + (q + k * nt) * W);
-          uy[k] = load_vec<W>(ys + (q + k * nt) * W);
+          ug[k] = load_vec<W, kSoftmaxLd<T>>(gs + (q + k * nt) * W);
+          uy[k] = load_vec<W, kSoftmaxLd<T>>(ys + (q + k * nt) * W);
         }
 #pragma unroll
         for (int k = 0; k < kU<T>; ++k) {
@@ -368,7 +373,7 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
       for (int k = 0; k < kU<T> - 1; ++k) {
         const long long qq = q + k * nt;
         if (qq < nq) {
-          const Vec<T, W> g1 = load_vec<W>(gs + qq * W), y1 = load_vec<W>(ys + qq * W);
+          const Vec<T, W> g1 = load_vec<W, kSoftmaxLd<T>>(gs + qq * W), y1 = load_vec<W, kSoftmaxLd<T>>(ys + qq * W);
           if (qq < cache_packs) {
             sts<W>(cache + 2 * qq * W, g1);
             sts<W>(cache + (2 * qq + 1) * W, y1);
@@ -404,8 +409,8 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
             ug[k] = lds<W>(cache + 2 * qq * W);
             uy[k] = lds<W>(cache + (2 * qq + 1) * W);
           } else if (qq < nq) {
-            ug[k] = load_vec<W>(gs + qq * W);
-            uy[k] = load_vec<W>(ys + qq * W);
+            ug[k] = load_vec<W, kSoftmaxLd<T>>(gs + qq * W);
+            uy[k] = load_vec<W, kSoftmaxLd<T>>(ys + qq * W);
           }
         }
 #pragma unroll
@@ -466,7 +471,7 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
   for (; q + (U - 1) * (long long)nt < nv; q += (long long)U * nt) {
     Vec<T, W> u[U];
 #pragma unroll
-    for (int k = 0; k < U; ++k) u[k] = load_vec<W>(xr + (q + k * nt) * W);
+    for (int k = 0; k < U; ++k) u[k] = load_vec<W, kCeLd>(xr + (q + k * nt) * W);
     ms_update<T, W, U>(u, U, m, s);
 #pragma unroll
     for (int k = 0; k < U; ++k)
@@ -478,7 +483,7 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
     const long long qq = q + k * nt;
     if (qq < nv) {
       Vec<T, W> u[1];
-      u[0] = load_vec<W>(xr + qq * W);
+      u[0] = load_vec<W, kCeLd>(xr + qq * W);
       ms_update<T, W, 1>(u, 1, m, s);
 #pragma unroll
       for (int j = 0; j < W; ++j) sx += kk::acc_at(u[0], j);
@@ -589,7 +594,7 @@ __device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int
   for (; q + (kU<T> - 1) * (long long)nt < nv; q += (long long)kU<T> * nt) {
     Vec<T, W> u[kU<T>];
 #pragma unroll
-    for (int k = 0; k < kU<T>; ++k) u[k] = load_vec<W>(xr + (q + k * nt) * W);
+    for (int k = 0; k < kU<T>; ++k) u[k] = load_vec<W, kCeLd>(xr + (q + k * nt) * W);
 #pragma unroll
     for (int k = 0; k < kU<T>; ++k)
       store_vec<W>(gr + (q + k * nt) * W, ce_bwd_pack<T, W>(u[k], (q + k * nt) * W, t, m, ls_m, sc, smooth, hit));
@@ -598,7 +603,8 @@ __device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int
   for (int k = 0; k < kU<T> - 1; ++k) {
     const long long qq = q + k * nt;
     if (qq < nv)
-      store_vec<W>(gr + qq * W, ce_bwd_pack<T, W>(load_vec<W>(xr + qq * W), qq * W, t, m, ls_m, sc, smooth, hit));
+      store_vec<W>(gr + qq * W,
+                   ce_bwd_pack<T, W>(load_vec<W, kCeLd>(xr + qq * W), qq * W, t, m, ls_m, sc, smooth, hit));
   }
 }
 

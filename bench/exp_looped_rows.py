@@ -1,0 +1,224 @@
+"""Experiment: load cache policies in the RMSNorm forward, against the shipped kernel and torch.compile.
+
+At float32 4096/8192 columns Inductor's `triton_red_` kernel (its PTX: bench/results/h200-2026-11-23-s17/
+inductor-ptx/) has no loop at all: 512 threads, each loading its packs of x with `ld.global.L1::evict_last.
+L2::cache_hint` (a `createpolicy.fractional.L2::evict_last` policy, Triton's eviction_policy='evict_last'), then
+after the row sum w the same way and x again with evict_first. It reached DRAM 88.6% busy where the shipped kernel,
+which holds the row in registers, reached 80.8% at the same occupancy (bench/NOTES.md session 16).
+
+`rms_modes` is the shipped held kernel's shape (NP 16-byte packs per thread, one row per block) with each load's
+policy a template argument, and optionally the output pass reading x again instead of holding it:
+
+    TRITON_CACHE_DIR=/tmp/tc python3 bench/exp_looped_rows.py --out modes.json [--ptx-dir DIR]
+
+(--ptx-dir: where to copy the PTX of the `triton_red_` kernels torch.compile built in the run.)
+
+Verdict (H200, exp-looped-modes.log in the results folder above): x loaded evict_last in L1 and L2 and held in
+registers matched torch.compile (float32 4096: 252.5 against 251.3 us, shipped 258.7; 8192: 502.2 against 499.7,
+shipped 520.6; bf16 8192: 252.0 against 251.7, shipped 263.4); evict_first on x was 5% slower than the shipped
+read-only loads, the policy on w alone changed nothing, and re-reading x as Inductor does was no faster than holding
+it. The policy became `kk::kKeep` (kernels/common.cuh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+
+import torch
+
+import kernelkit
+from kernelkit import _native
+from kernelkit.bench import _rms_norm_reference, _time_interleaved, copy_bandwidth
+from kernelkit.ops._runtime import CTYPE
+
+SRC = r"""
+#include "common.cuh"
+
+using kk::Vec;
+
+#define KK_LD(q) asm(q " {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p))
+#define KK_LDP(q, pol) \
+  asm("{ .reg .b64 pol; createpolicy.fractional.L2::" pol ".b64 pol, 1.0; " q " {%0, %1, %2, %3}, [%4], pol; }" \
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p))
+
+// Load MODE: 0 ld.global.nc; 1 ld.global; 2 L1::evict_last; 3 L1::evict_last with an L2 evict_last policy (Triton's
+// eviction_policy='evict_last'); 4 L1::evict_first; 5 L1::evict_first with an L2 evict_first policy.
+template <int MODE> __device__ __forceinline__ uint4 ld16(const void* p) {
+  uint4 r;
+  if constexpr (MODE == 0) KK_LD("ld.global.nc.v4.u32");
+  else if constexpr (MODE == 1) KK_LD("ld.global.v4.u32");
+  else if constexpr (MODE == 2) KK_LD("ld.global.L1::evict_last.v4.u32");
+  else if constexpr (MODE == 3) KK_LDP("ld.global.L1::evict_last.L2::cache_hint.v4.u32", "evict_last");
+  else if constexpr (MODE == 4) KK_LD("ld.global.L1::evict_first.v4.u32");
+  else KK_LDP("ld.global.L1::evict_first.L2::cache_hint.v4.u32", "evict_first");
+  return r;
+}
+
+template <typename T> __device__ __forceinline__ Vec<T, 16 / sizeof(T)> as_pack(uint4 r) {
+  Vec<T, 16 / sizeof(T)> v;
+  *reinterpret_cast<uint4*>(&v) = r;
+  return v;
+}
+
+// One row per block, NP 16-byte packs per thread (p = tid + k * NT), as the shipped held kernels. XM: the load mode of
+// x's first read; REREAD: the output pass reads x again with mode RM instead of keeping it in registers; WM: w's mode.
+// cols % (16 / sizeof(T)) == 0, cols <= NP * NT * 16 / sizeof(T), pointers 16-byte aligned.
+template <typename T, int NP, int XM, bool REREAD, int RM, int WM, int MINB>
+__global__ void __launch_bounds__(512, MINB) rms_modes(const T* __restrict__ x, const T* __restrict__ w,
+                                                       T* __restrict__ y, float* __restrict__ rstd, long long rows,
+                                                       int cols, float eps) {
+  constexpr int W = 16 / sizeof(T);
+  __shared__ float red[32];
+  const int tid = threadIdx.x, NT = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = NT >> 5;
+  const int packs = cols / W;
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const uint4* xr = reinterpret_cast<const uint4*>(x + row * cols);
+    uint4 v[NP];
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const int p = tid + k * NT;
+      v[k] = p < packs ? ld16<XM>(xr + p) : make_uint4(0, 0, 0, 0);
+    }
+    float acc[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) acc[j] = 0.f;
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const Vec<T, W> q = as_pack<T>(v[k]);
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        const float a = kk::acc_at(q, j);
+        acc[j] = fmaf(a, a, acc[j]);
+      }
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < W; ++j) s += acc[j];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) red[warp] = s;
+    __syncthreads();
+    s = lane < nw ? red[lane] : 0.f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    __syncthreads();
+    const float rs = rsqrtf(s / float(cols) + eps);
+    if (tid == 0 && rstd != nullptr) rstd[row] = rs;
+    const uint4* wr = reinterpret_cast<const uint4*>(w);
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const int p = tid + k * NT;
+      if (p < packs) {
+        const Vec<T, W> g = as_pack<T>(ld16<WM>(wr + p));
+        const Vec<T, W> q = as_pack<T>(REREAD ? ld16<RM>(xr + p) : v[k]);
+        float a[W];
+#pragma unroll
+        for (int j = 0; j < W; ++j) a[j] = kk::acc_at(g, j) * (kk::acc_at(q, j) * rs);
+        kk::store_vec<W>(y + row * cols + (long long)p * W, kk::acc_to_vec<T, W>(a));
+      }
+    }
+  }
+}
+"""
+
+# (tag, XM, REREAD, RM, WM): see rms_modes.
+VARIANTS = [
+    ("held nc", 0, False, 0, 0),
+    ("held w:last", 0, False, 0, 3),
+    ("held x:first w:last", 5, False, 0, 3),
+    ("held x:last w:last", 3, False, 0, 3),
+    ("held x:l1first w:l1last", 4, False, 0, 2),
+    ("reread nc", 0, True, 0, 0),
+    ("reread l1 hints", 2, True, 4, 2),
+    ("reread as inductor", 3, True, 5, 3),
+    ("reread as inductor w:nc", 3, True, 5, 0),
+]
+# (dtype, cols) -> [(NT, NP, MINB)]
+SHAPES = {
+    (torch.float32, 4096): [(512, 2, 4)],
+    (torch.float32, 8192): [(512, 4, 4), (512, 4, 3)],
+    (torch.bfloat16, 8192): [(512, 2, 4)],
+    (torch.bfloat16, 4096): [(512, 1, 4), (256, 2, 8)],
+}
+
+
+def _pct(nbytes, us, copy):
+    return nbytes / us / 1e3 / copy * 100
+
+
+def time_case(mod, dtype, cols, variants, copy, reps, rows=32768):
+    x = torch.randn(rows, cols, dtype=dtype, device="cuda")
+    w = (1 + 0.1 * torch.randn(cols, device="cuda")).to(dtype)
+    eps = 1e-6
+    ref = kernelkit.ops.rms_norm(x, w, eps)
+    comp = torch.compile(_rms_norm_reference, dynamic=False)
+    calls = {"shipped": [lambda: kernelkit.ops.rms_norm(x, w, eps)], "torch.compile": [lambda: comp(x, w)]}
+    rstd = torch.empty(rows, device="cuda")
+    errs = {}
+    for tag, nt, e in variants:
+        k = mod.kernel(e)
+        y = torch.empty_like(x)
+
+        def run(k=k, nt=nt, y=y):
+            k.launch(rows, nt, (x, w, y, rstd, rows, cols, eps))
+
+        run()
+        errs[tag] = (y.float() - ref.float()).abs().max().item()
+        calls[tag] = [run]
+    errors: dict = {}
+    timed = _time_interleaved(calls, reps, True, errors)
+    nbytes = 2 * x.nbytes
+    out = []
+    for tag, (ms, _) in timed.items():
+        us = ms * 1e3
+        err = errs.get(tag)
+        tail = "" if err is None else f" err {err:.2e}"
+        print(f"rms_norm {str(dtype)[6:]:8s} {cols:5d} {tag:24s} {us:8.1f} us {_pct(nbytes, us, copy):5.1f}%{tail}")
+        out.append(dict(dtype=str(dtype)[6:], cols=cols, variant=tag, us=us, err=err))
+    for tag, msg in errors.items():
+        print(f"rms_norm {str(dtype)[6:]:8s} {cols:5d} {tag:24s} error {msg}")
+    return out
+
+
+def dump_inductor_ptx(dest):
+    """The PTX of the `triton_red_` kernels torch.compile built in this process (TRITON_CACHE_DIR)."""
+    root = os.environ.get("TRITON_CACHE_DIR", os.path.expanduser("~/.triton/cache"))
+    os.makedirs(dest, exist_ok=True)
+    for p in glob.glob(os.path.join(root, "*", "triton_red*.ptx")):
+        shutil.copy(p, os.path.join(dest, os.path.basename(os.path.dirname(p))[:8] + "-" + os.path.basename(p)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--ptx-dir")
+    a = ap.parse_args()
+    copy = copy_bandwidth()
+    exprs, per_case = [], {}
+    for (dtype, cols), shapes in SHAPES.items():
+        vs = []
+        for nt, np_, minb in shapes:
+            for tag, xm, rr, rm, wm in VARIANTS:
+                e = f"rms_modes<{CTYPE[dtype]}, {np_}, {xm}, {str(rr).lower()}, {rm}, {wm}, {minb}>"
+                exprs.append(e)
+                vs.append((f"NT{nt} NP{np_} B{minb} {tag}", nt, e))
+        per_case[dtype, cols] = vs
+    common = {"common.cuh": _native.op_source("common.cuh")}
+    mod = kernelkit.load_inline("exp_looped_rows", SRC, name_expressions=sorted(set(exprs)), headers=common)
+    results = []
+    for dtype, cols in SHAPES:
+        results += time_case(mod, dtype, cols, per_case[dtype, cols], copy, a.reps)
+    if a.ptx_dir:
+        dump_inductor_ptx(a.ptx_dir)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"copy_gbps": copy, "gpu": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
