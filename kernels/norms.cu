@@ -37,8 +37,9 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 
 // How the kernels load rows and weights (kk::Load), measured against kNc on an H200 (bench/ab_source.py, bench/NOTES.md
 // session 17). kKeep made the RMSNorm forwards 1.7-4.2% faster and the float32 backwards 2-2.6%; LayerNorm's forward
-// rows 1-10% slower (weights: within 1%), the 16-bit backwards' rows 1-4% slower.
-constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc;
+// rows 1-10% slower (weights: within 1%), the 16-bit backwards' rows 1-4% slower; the lean float LayerNorm forward
+// (ln_fwd_wide_run) 3-4% faster (bench/exp_looped_rows.py ln_modes).
+constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc, kLnWideLd = kk::kKeep;
 template <typename T> constexpr int kBwdLd = sizeof(T) == 4 ? kk::kKeep : kk::kNc;
 
 __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
@@ -447,6 +448,82 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 }
 
 // ------------------------------------------------------------------------------------------------
+// LayerNorm forward of float rows one block holds, R = blockDim.x a multiple of 32 threads and one row per block
+// (the 16-byte path): ln_fwd_run's two passes and results, with 32-bit pack indices and butterflies over whole warps.
+// At 32768 x 4096 ln_fwd_run's R = 512 fit executed 1.9x the instructions (230.6M against 121.0M, issue-bound at DRAM
+// 61%; bench/results/h200-2026-11-23-s17/ncu-ln.txt).
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The block's sum of v, in every thread: each warp's butterfly, then the warps' sums (red[0..nw)) by a butterfly
+// over lanes that read zeros past nw, which is block_row_sum's tree.
+__device__ __forceinline__ float wide_block_sum(float v, float* red) {
+  const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = warp_sum(lane < nw ? red[lane] : 0.f);
+  __syncthreads();
+  return v;
+}
+
+template <int NP>
+__device__ __forceinline__ void ln_fwd_wide_run(const float* __restrict__ x, const float* __restrict__ w,
+                                                const float* __restrict__ b, float* __restrict__ y,
+                                                float* __restrict__ mean, float* __restrict__ rstd, long long rows,
+                                                int cols, float eps) {
+  constexpr int W = 4;
+  __shared__ float red[32];
+  const int tx = threadIdx.x, R = blockDim.x, cv = cols / W;
+  const float acols = float(cols);
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* const xr = x + row * cols;
+    Vec<float, W> h[NP];
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const int p = k * R + tx;
+      h[k] = p < cv ? load_vec<W, kLnWideLd>(xr + p * W) : kk::zero_vec<float, W>();
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < NP; ++k)
+#pragma unroll
+      for (int j = 0; j < W; ++j) s += h[k].v[j];
+    const float mu = wide_block_sum(s, red) / acols;
+    s = 0.f;
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      if (k * R + tx < cv) {  // zero packs beyond cv would add mu^2
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const float d = h[k].v[j] - mu;
+          s = fmaf(d, d, s);
+        }
+      }
+    }
+    const float rs = rsqrtf(wide_block_sum(s, red) / acols + eps);
+    if (tx == 0) {
+      if (mean != nullptr) mean[row] = mu;
+      if (rstd != nullptr) rstd[row] = rs;
+    }
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const int p = k * R + tx;
+      if (p < cv) {
+        const Vec<float, W> g = load_vec<W, kLnWideLd>(w + p * W), c = load_vec<W, kLnWideLd>(b + p * W);
+        float a[W];
+#pragma unroll
+        for (int j = 0; j < W; ++j) a[j] = fmaf((h[k].v[j] - mu) * rs, g.v[j], c.v[j]);
+        store_vec<W>(y + row * cols + p * W, kk::acc_to_vec<float, W>(a));
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // Backward (LN = false: RMSNorm, true: LayerNorm), per row with xh = (x - mu) * rs (mu = 0 for RMS),
 // g = gy * w (A):
 //   RMS: gx = rs * (g - xh * sum(g*xh)/cols) (+ g_extra)
@@ -824,6 +901,20 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
     check_fits<TAIL, NP, SPLIT>(cols, 1);
     kk_norms::ln_fwd_run<NP, 1, TAIL, SPLIT, kOnePass, T>(x, w, b, y, mean, rstd, rows, cols, eps);
   }
+}
+
+// The same for float rows of at most NP * 4 * blockDim.x columns with blockDim = (R, 1), R a multiple of 32, on the
+// 16-byte path only (cols % 4 == 0, x, w, b and y 16-byte aligned; anything else traps): kk_norms::ln_fwd_wide_run.
+template <int NP, int MINB>
+__global__ void __launch_bounds__(512, MINB)
+kk_layer_norm_fwd_wide(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+                       float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, long long rows,
+                       long long cols, double eps) {
+  if (rows <= 0 || cols <= 0) return;
+  if (cols % 4 != 0 || cols > NP * 4LL * blockDim.x || blockDim.x % 32 != 0 || blockDim.y != 1 ||
+      !kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y)))
+    __trap();
+  kk_norms::ln_fwd_wide_run<NP>(x, w, b, y, mean, rstd, rows, int(cols), float(eps));
 }
 
 // RMSNorm backward: gx = round(rstd*(gy*w - xhat*sum(gy*w*xhat)/cols) + g_extra), xhat = x*rstd

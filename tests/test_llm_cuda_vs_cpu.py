@@ -7,7 +7,7 @@ import torch
 
 import kernelkit.ops as K
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import has_clusters
+from kernelkit.ops._runtime import has_clusters, kernel
 from kernelkit.ops.softmax import (
     _cross_entropy,
     _cross_entropy_reduced,
@@ -102,6 +102,24 @@ def test_layer_norm_rows_far_from_zero_mean(dtype, cols):
         agree(y.cpu()[rows_o], yc[rows_o], dtype, f)
         agree(rstd.cpu()[rows_o], rstdc[rows_o], acc, 2 * f)
     torch.testing.assert_close(mean.cpu().double(), xr.mean(-1), atol=TOL[acc], rtol=TOL[acc])
+
+
+@pytest.mark.parametrize("cols", [2052, 4096, 6000, 8192])
+def test_layer_norm_wide_rows_match_the_general_kernel(cols):
+    """float32 LayerNorm rows of 2049-8192 columns on the 16-byte path take kk_layer_norm_fwd_wide, which computes
+    what kk_layer_norm_fwd does at the same fit in the same order: the same bits, for rows near and far from zero
+    mean."""
+    shape = norms._forward_shape("kk_layer_norm_fwd", torch.float32, cols, torch.cuda.current_device(), True)
+    assert shape.kernel.name.startswith("kk_layer_norm_fwd_wide<")
+    rows = 300
+    x = rand(rows, cols, torch.float32) + torch.linspace(-50, 50, rows, device="cuda")[:, None]
+    w, b = rand(1, cols, torch.float32).view(cols), rand(1, cols, torch.float32).view(cols)
+    y, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
+    packs = 2 if cols <= 4096 else 4  # the wide fit's packs per thread, over 512 threads (ops/norms.py _LN_WIDE_FIT)
+    general = kernel("norms", f"kk_layer_norm_fwd<float, false, {packs}, 1>")
+    y2, mean2, rstd2 = torch.empty_like(y), torch.empty_like(mean), torch.empty_like(rstd)
+    general.launch(rows, (512, 1), (x, w, b, y2, mean2, rstd2, rows, cols, 1e-5))
+    assert torch.equal(mean, mean2) and torch.equal(rstd, rstd2) and torch.equal(y, y2)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
