@@ -16,7 +16,8 @@ using kk::store_vec;
 using kk::to_acc;
 using kk::Vec;
 
-// Inputs are read once: loaded as kk::kKeep, 1-3.5% faster than kNc in swiglu and rope (bench/NOTES.md session 17).
+// swiglu's and rope's inputs (rope's cos/sin tables too) load as kk::kKeep: 1.1-4.2% faster than kNc (bench/NOTES.md
+// session 17).
 constexpr int kLd = kk::kKeep;
 
 __device__ __forceinline__ float ex2_approx(float x) {

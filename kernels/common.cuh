@@ -323,13 +323,13 @@ template <typename T, int W> struct alignas(sizeof(T) * W) Vec { T v[W]; };
 // - kNc: the read-only (non-coherent) path, for data the kernel never writes, or reads exactly once before this same
 //   thread writes it (exact in-place aliasing);
 // - kKeep: kNc's contract, marked last to evict from L1 and L2 (L1::evict_last with an L2 evict_last policy: what
-//   Triton emits for eviction_policy='evict_last'). On rows read once it measured faster than kNc in the rms_norm,
-//   softmax and cross-entropy, rope and swiglu kernels (2-18%, bench/NOTES.md session 17), and slower in LayerNorm's.
-//   16-byte packs only; scalars load as kNc.
+//   Triton emits for eviction_policy='evict_last'). It measured 1.1-4.5% faster than kNc in the RMSNorm forwards, the
+//   float32 norm backwards, softmax, rope and swiglu, and the same or slower elsewhere (bench/NOTES.md session 17):
+//   each kernel file names what it uses. 16-byte packs only; scalars load as kNc.
 enum Load : int { kPlain = 0, kNc = 1, kKeep = 2 };
 
-// Before sm_80 (no createpolicy) kKeep loads as kNc. The asm is pure (no memory clobber), as __ldg: the kNc contract
-// leaves nothing for it to be ordered against.
+// Before sm_80 (no createpolicy) kKeep loads as kNc. The asm has no memory clobber, so the compiler may move it as it
+// would any load of memory the kernel never writes, which is what the kNc contract promises.
 __device__ __forceinline__ uint4 ld_keep(const uint4* p) {
 #if __CUDA_ARCH__ < 800
   return __ldg(p);

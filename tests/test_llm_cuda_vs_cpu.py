@@ -115,7 +115,7 @@ def test_layer_norm_wide_rows_match_the_general_kernel(cols):
     x = rand(rows, cols, torch.float32) + torch.linspace(-50, 50, rows, device="cuda")[:, None]
     w, b = rand(1, cols, torch.float32).view(cols), rand(1, cols, torch.float32).view(cols)
     y, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
-    packs = 2 if cols <= 4096 else 4  # the wide fit's packs per thread, over 512 threads (ops/norms.py _LN_WIDE_FIT)
+    packs = next(p for lo, hi, p, _ in norms._LN_WIDE_FIT if lo < cols <= hi)  # per thread, over 512 threads
     general = kernel("norms", f"kk_layer_norm_fwd<float, false, {packs}, 1>")
     y2, mean2, rstd2 = torch.empty_like(y), torch.empty_like(mean), torch.empty_like(rstd)
     general.launch(rows, (512, 1), (x, w, b, y2, mean2, rstd2, rows, cols, 1e-5))
