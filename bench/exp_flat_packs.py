@@ -33,11 +33,11 @@ def eight_byte_common():
             "static_assert(W == 1 || W * sizeof(T) == 16 || W * sizeof(T) == 8);",
         ),
         (
-            "  } else {\n    const uint4 u = NC ? __ldg(reinterpret_cast<const uint4*>(p))",
+            "  } else {\n    *reinterpret_cast<uint4*>(&r) = ld16<L>(p);",
             "  } else if constexpr (W * sizeof(T) == 8) {\n"
-            "    const uint2 u = NC ? __ldg(reinterpret_cast<const uint2*>(p)) : *reinterpret_cast<const uint2*>(p);\n"
-            "    *reinterpret_cast<uint2*>(&r) = u;\n"
-            "  } else {\n    const uint4 u = NC ? __ldg(reinterpret_cast<const uint4*>(p))",
+            "    const uint2* q = reinterpret_cast<const uint2*>(p);\n"
+            "    *reinterpret_cast<uint2*>(&r) = L != kPlain ? __ldg(q) : *q;\n"
+            "  } else {\n    *reinterpret_cast<uint4*>(&r) = ld16<L>(p);",
         ),
         (
             "  } else if constexpr (EVICT_FIRST) {\n    __stcs(",

@@ -49,14 +49,15 @@ using kk::Vec;
   asm("{ .reg .b64 pol; createpolicy.fractional.L2::" pol ".b64 pol, 1.0; " q " {%0, %1, %2, %3}, [%4], pol; }" \
       : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p))
 
-// Load MODE: 0 ld.global.nc; 1 ld.global; 2 L1::evict_last; 3 L1::evict_last with an L2 evict_last policy (Triton's
-// eviction_policy='evict_last'); 4 L1::evict_first; 5 L1::evict_first with an L2 evict_first policy.
+// Load MODE: 0 kk::kNc (ld.global.nc); 1 kk::kPlain (ld.global); 2 L1::evict_last; 3 kk::kKeep (L1::evict_last with an
+// L2 evict_last policy, Triton's eviction_policy='evict_last'); 4 L1::evict_first; 5 L1::evict_first with an L2
+// evict_first policy. 2, 4 and 5 are this experiment's own.
 template <int MODE> __device__ __forceinline__ uint4 ld16(const void* p) {
   uint4 r;
-  if constexpr (MODE == 0) KK_LD("ld.global.nc.v4.u32");
-  else if constexpr (MODE == 1) KK_LD("ld.global.v4.u32");
+  if constexpr (MODE == 0) r = kk::ld16<kk::kNc>(p);
+  else if constexpr (MODE == 1) r = kk::ld16<kk::kPlain>(p);
   else if constexpr (MODE == 2) KK_LD("ld.global.L1::evict_last.v4.u32");
-  else if constexpr (MODE == 3) KK_LDP("ld.global.L1::evict_last.L2::cache_hint.v4.u32", "evict_last");
+  else if constexpr (MODE == 3) r = kk::ld16<kk::kKeep>(p);
   else if constexpr (MODE == 4) KK_LD("ld.global.L1::evict_first.v4.u32");
   else KK_LDP("ld.global.L1::evict_first.L2::cache_hint.v4.u32", "evict_first");
   return r;

@@ -26,8 +26,8 @@ def median_us(fn, reps=30):
     return _gpu_median_ms([fn], reps=reps, warmup=3) * 1e3
 
 
-_LDG = "__ldg(reinterpret_cast<const uint4*>(p))"
-# 16-byte load instructions for the read-only path of kk::load_vec (kernels/common.cuh).
+_LDG = "if constexpr (L == kNc) return __ldg(q);"
+# 16-byte load instructions for the read-only path (kk::kNc) of kk::ld16 (kernels/common.cuh).
 HINTS = {
     "ld.nc": None,
     "ld.plain": "ld.global.v4.u32",
@@ -48,7 +48,7 @@ def common_with(hint):
         "  return u;\n}\n"
     )
     assert _LDG in src
-    src = src.replace(_LDG, "sweep_ld(p)")
+    src = src.replace(_LDG, "if constexpr (L == kNc) return sweep_ld(q);")
     return src.replace("namespace kk {\n", "namespace kk {\n" + helper, 1)
 
 

@@ -451,7 +451,9 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
 // LayerNorm forward of float rows one block holds, R = blockDim.x a multiple of 32 threads and one row per block
 // (the 16-byte path): ln_fwd_run's two passes and results, with 32-bit pack indices and butterflies over whole warps.
 // At 32768 x 4096 ln_fwd_run's R = 512 fit executed 1.9x the instructions (230.6M against 121.0M, issue-bound at DRAM
-// 61%; bench/results/h200-2026-11-23-s17/ncu-ln.txt).
+// 61%; bench/results/h200-2026-11-23-s17/ncu-ln.txt). Not a change to block_row_sum, which takes any R and several
+// rows per block: with these whole-warp butterflies there, the float32 rms_norm backwards and the 4-pack LayerNorm
+// forward spilled (check_compile.py).
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
