@@ -525,6 +525,49 @@ __device__ __forceinline__ void ln_fwd_wide_run(const float* __restrict__ x, con
   }
 }
 
+// RMSNorm forward of rows one block holds, on ln_fwd_wide_run's shape: rms_fwd_run's sums in its order and its
+// results, bit for bit. At 512-thread rows rms_fwd_run is issue-bound as ln_fwd_run was.
+template <typename T, int NP>
+__device__ __forceinline__ void rms_fwd_wide_run(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                                                 float* __restrict__ rstd, long long rows, int cols, float eps) {
+  constexpr int W = kk::kVec<T>;
+  __shared__ float red[32];
+  const int tx = threadIdx.x, R = blockDim.x, cv = cols / W;
+  const float acols = float(cols);
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* const xr = x + row * cols;
+    Vec<T, W> h[NP];
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const int p = k * R + tx;
+      if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kRmsFwdLd>(xr + p * W, p < cv);
+      else h[k] = p < cv ? load_vec<W, kRmsFwdLd>(xr + p * W) : kk::zero_vec<T, W>();
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < NP; ++k)
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        const float a = kk::acc_at(h[k], j);
+        s = fmaf(a, a, s);
+      }
+    const float rs = rsqrtf(wide_block_sum(s, red) / acols + eps);
+    if (tx == 0 && rstd != nullptr) rstd[row] = rs;
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const int p = k * R + tx;
+      if (p < cv) {
+        float a[W], g[W];
+        kk::vec_to_acc(h[k], a);
+        kk::vec_to_acc(load_vec<W, kRmsFwdLd>(w + p * W), g);
+#pragma unroll
+        for (int j = 0; j < W; ++j) a[j] = a[j] * rs * g[j];
+        store_vec<W>(y + row * cols + p * W, kk::acc_to_vec<T, W>(a));
+      }
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Backward (LN = false: RMSNorm, true: LayerNorm), per row with xh = (x - mu) * rs (mu = 0 for RMS),
 // g = gy * w (A):
@@ -905,18 +948,36 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   }
 }
 
-// The same for float rows of at most NP * 4 * blockDim.x columns with blockDim = (R, 1), R a multiple of 32, on the
-// 16-byte path only (cols % 4 == 0, x, w, b and y 16-byte aligned; anything else traps): kk_norms::ln_fwd_wide_run.
-template <int NP, int MINB>
+// The same for float rows (T = float) of at most NP * 4 * blockDim.x columns with blockDim = (R, 1), R a multiple of
+// 32, on the 16-byte path only (cols % 4 == 0, x, w, b and y 16-byte aligned; anything else traps):
+// kk_norms::ln_fwd_wide_run. Block 0 alone checks the launch: the conditions are the same in every block, and its trap
+// fails the launch. Checked in every block they delay each one-row block's first loads: 32768 x 4096 took 258.7 us
+// against 255.0 (H200, bench/ab_source.py, h200-2026-11-23-s18/ab-ln-wide-b0.json).
+template <typename T, int NP, int MINB>
 __global__ void __launch_bounds__(512, MINB)
-kk_layer_norm_fwd_wide(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
-                       float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, long long rows,
-                       long long cols, double eps) {
+kk_layer_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
+                       float* __restrict__ mean, float* __restrict__ rstd, long long rows, long long cols, double eps) {
+  static_assert(sizeof(T) == 4, "float rows");
   if (rows <= 0 || cols <= 0) return;
-  if (cols % 4 != 0 || cols > NP * 4LL * blockDim.x || blockDim.x % 32 != 0 || blockDim.y != 1 ||
-      !kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y)))
+  if (blockIdx.x == 0 && (cols % 4 != 0 || cols > NP * 4LL * blockDim.x || blockDim.x % 32 != 0 ||
+                          blockDim.y != 1 || !kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))))
     __trap();
   kk_norms::ln_fwd_wide_run<NP>(x, w, b, y, mean, rstd, rows, int(cols), float(eps));
+}
+
+// The same for RMSNorm rows of float, half or bf16 (kk_norms::rms_fwd_wide_run; VEC = 16 / sizeof(T) in place of 4),
+// checked the same way.
+template <typename T, int NP, int MINB>
+__global__ void __launch_bounds__(512, MINB)
+kk_rms_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, float* __restrict__ rstd,
+                     long long rows, long long cols, double eps) {
+  static_assert(sizeof(T) <= 4, "float, half or bf16 rows");
+  constexpr int W = kk::kVec<T>;
+  if (rows <= 0 || cols <= 0) return;
+  if (blockIdx.x == 0 && (cols % W != 0 || cols > NP * (long long)W * blockDim.x || blockDim.x % 32 != 0 ||
+                          blockDim.y != 1 || !kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(y))))
+    __trap();
+  kk_norms::rms_fwd_wide_run<T, NP>(x, w, y, rstd, rows, int(cols), float(eps));
 }
 
 // RMSNorm backward: gx = round(rstd*(gy*w - xhat*sum(gy*w*xhat)/cols) + g_extra), xhat = x*rstd

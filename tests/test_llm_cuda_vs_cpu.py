@@ -2,12 +2,17 @@
 launch-shape regimes of the CUDA kernels: warp-per-row and block-per-row rows, rows with a streamed
 tail, the scalar path (odd widths, misaligned pointers) and the 16-byte vector path."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
 import kernelkit.ops as K
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import has_clusters, kernel
+from kernelkit.ops._runtime import CTYPE, has_clusters, kernel
 from kernelkit.ops.softmax import (
     _cross_entropy,
     _cross_entropy_reduced,
@@ -104,22 +109,66 @@ def test_layer_norm_rows_far_from_zero_mean(dtype, cols):
     torch.testing.assert_close(mean.cpu().double(), xr.mean(-1), atol=TOL[acc], rtol=TOL[acc])
 
 
-@pytest.mark.parametrize("cols", [2052, 4096, 6000, 8192])
-def test_layer_norm_wide_rows_match_the_general_kernel(cols):
-    """float32 LayerNorm rows of 2049-8192 columns on the 16-byte path take kk_layer_norm_fwd_wide, which computes
-    what kk_layer_norm_fwd does at the same fit in the same order: the same bits, for rows near and far from zero
-    mean."""
-    shape = norms._forward_shape("kk_layer_norm_fwd", torch.float32, cols, torch.cuda.current_device(), True)
-    assert shape.kernel.name.startswith("kk_layer_norm_fwd_wide<")
+WIDE_CASES = (
+    [("kk_layer_norm_fwd", torch.float32, cols) for cols in (2052, 4096, 6000, 8192)]
+    + [("kk_rms_norm_fwd", torch.float32, cols) for cols in (2052, 4096)]
+    + [
+        ("kk_rms_norm_fwd", dtype, cols)
+        for dtype in (torch.float16, torch.bfloat16)
+        for cols in (2056, 4096, 6000, 8192)
+    ]
+)
+
+
+@pytest.mark.parametrize("name, dtype, cols", WIDE_CASES)
+def test_wide_norm_rows_match_the_general_kernel(name, dtype, cols):
+    """Rows that _WIDE_FIT lists take the lean <kernel>_wide, which computes what the general kernel does at the same
+    fit in the same order: the same bits, for rows near and far from zero mean."""
+    shape = norms._forward_shape(name, dtype, cols, torch.cuda.current_device(), True)
+    assert shape.kernel.name.startswith(f"{name}_wide<")
     rows = 300
-    x = rand(rows, cols, torch.float32) + torch.linspace(-50, 50, rows, device="cuda")[:, None]
-    w, b = rand(1, cols, torch.float32).view(cols), rand(1, cols, torch.float32).view(cols)
-    y, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
-    packs = next(p for lo, hi, p, _ in norms._LN_WIDE_FIT if lo < cols <= hi)  # per thread, over 512 threads
-    general = kernel("norms", f"kk_layer_norm_fwd<float, false, {packs}, 1>")
-    y2, mean2, rstd2 = torch.empty_like(y), torch.empty_like(mean), torch.empty_like(rstd)
-    general.launch(rows, (512, 1), (x, w, b, y2, mean2, rstd2, rows, cols, 1e-5))
-    assert torch.equal(mean, mean2) and torch.equal(rstd, rstd2) and torch.equal(y, y2)
+    x = rand(rows, cols, dtype) + torch.linspace(-50, 50, rows, device="cuda")[:, None].to(dtype)
+    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
+    packs, minb = next((p, m) for lo, hi, p, m in norms._WIDE_FIT[name, dtype] if lo < cols <= hi)
+    general = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}>")
+    if name == "kk_layer_norm_fwd":
+        outs = norms._layer_norm(x, w, b, 1e-5)
+        head, eps = (x, w, b), 1e-5
+    else:
+        outs = norms._rms_norm(x, w, 1e-6)
+        head, eps = (x, w), 1e-6
+    again = [torch.empty_like(t) for t in outs]
+    general.launch(rows, shape.block, (*head, *again, rows, cols, eps))
+    for got, want in zip(outs, again):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize(
+    "cols, block, offset",
+    [(4098, 512, 0), (4096, 256, 0), (4096, 512, 1)],
+    ids=["cols-not-a-multiple-of-4", "row-wider-than-the-block", "misaligned-x"],
+)
+def test_layer_norm_wide_launch_checks_fail_the_launch(cols, block, offset):
+    """kk_layer_norm_fwd_wide (as kk_rms_norm_fwd_wide) checks its launch in block 0 only; a launch it does not
+    fit fails with an error that names the kernel (in a subprocess: the trap ends the CUDA context)."""
+    code = textwrap.dedent(f"""
+        import torch, kernelkit
+        from kernelkit.ops._runtime import kernel
+        rows, cols = 64, {cols}
+        x = torch.randn(rows * cols + 4, device="cuda")[{offset}:][: rows * cols].view(rows, cols)
+        w, b = torch.ones(cols, device="cuda"), torch.zeros(cols, device="cuda")
+        y, stat = torch.empty(rows, cols, device="cuda"), torch.empty(rows, device="cuda")
+        k = kernel("norms", "kk_layer_norm_fwd_wide<float, 2, 4>")
+        try:
+            k.launch(rows, {block}, (x, w, b, y, stat, stat, rows, cols, 1e-5))
+            torch.cuda.synchronize()
+            print("NO ERROR")
+        except kernelkit.LaunchError as e:
+            print("LAUNCH_ERROR", e)
+    """)
+    env = dict(os.environ, KERNELKIT_LAUNCH_BLOCKING="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert "LAUNCH_ERROR kernel 'kk_layer_norm_fwd_wide<float, 2, 4>' failed" in out.stdout, out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

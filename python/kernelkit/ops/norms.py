@@ -67,11 +67,19 @@ _FWD_FIT = {
     ("kk_add_rms_norm_fwd", _F32): [(2048, 8192, 4, 3)],
     **{("kk_add_rms_norm_fwd", t): [(2048, 8192, 2, 3)] for t in _B16},
 }
-# float32 LayerNorm rows of lo < cols <= hi columns on the 16-byte path: kk_layer_norm_fwd_wide (512-thread rows,
-# butterflies over whole warps, 32-bit pack indices) with (packs, minimum blocks). kk_layer_norm_fwd at the same fits
-# was issue-bound (1.9x the instructions); at its own best fits 266 us at 4096 and 519 at 8192 columns against
-# 253.6 and 501.0 (32768 rows, H200, bench/exp_looped_rows.py ln_modes; torch.compile 253.5 and 517.3).
-_LN_WIDE_FIT = [(2048, 4096, 2, 4), (4096, 8192, 4, 3)]
+# (kernel, dtype) -> [(lo, hi, packs, minimum blocks)]: rows of lo < cols <= hi columns on the 16-byte path take
+# <kernel>_wide (one row per block, butterflies over whole warps, 32-bit pack indices, the launch checked in block 0),
+# which gives the kernel's bits at that fit. On an H200 at 32768 rows:
+# - float32 LayerNorm: kk_layer_norm_fwd at these fits was issue-bound (1.9x the instructions); at its own best fits
+#   266 us at 4096 and 519 at 8192 columns against 253.6 and 501.0 (bench/exp_looped_rows.py ln_modes; torch.compile
+#   253.5 and 517.3);
+# - RMSNorm (bench/exp_rms_wide.py, h200-2026-11-23-s18/rms-wide.log): float32 4096 253.0 -> 252.2 us, bf16 8192
+#   253.5 -> 252.3, bf16 4096 129.9 -> 128.9 (torch.compile 251.8, 251.2, 145.5); float32 8192 stays on
+#   kk_rms_norm_fwd (502.4 against 500.5).
+_WIDE_FIT = {
+    ("kk_layer_norm_fwd", _F32): [(2048, 4096, 2, 4), (4096, 8192, 4, 3)],
+    **{("kk_rms_norm_fwd", t): [(2048, 4096 if t == _F32 else 8192, 2, 4)] for t in (_F32, *_B16)},
+}
 # Rows split over a cluster (SPLIT): (packs, minimum blocks) where other than (_FWD_PACKS, 2) measured faster: half
 # the packs over 8 CTAs at 40 registers, for add_rms_norm (two inputs, two outputs). At 8192 x 65536 on an H200
 # (bench/sweep_split.py --forward-only, h200-2026-11-22-s13): bf16 1186.1 -> 1110.0 us, float32 2436.2 -> 2198.2.
@@ -130,14 +138,14 @@ def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[in
 
 @functools.cache
 def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool) -> RowShape:
-    """The launch of a forward kernel for rows of ``cols``: held whole in one block's registers; beyond that
-    (the 16-byte path, sm_90+) split over a cluster; beyond 8 CTAs, for 16-bit LayerNorm one block per row with
-    its tail cached in shared memory (_TAIL_FIT); else one block per row re-reading its tail from L2."""
-    if (name, dtype, vec) == ("kk_layer_norm_fwd", torch.float32, True):
-        for lo, hi, p, m in _LN_WIDE_FIT:
-            if lo < cols <= hi:
-                k = kernel("norms", f"kk_layer_norm_fwd_wide<{p}, {m}>")
-                return RowShape(k, (_row_block(p, dtype, cols, vec)[0], 1), 1, 1 << 62)
+    """The launch of a forward kernel for rows of ``cols``: held whole in one block's registers (by its lean
+    ``_wide`` kernel where _WIDE_FIT lists it); beyond that (the 16-byte path, sm_90+) split over a cluster;
+    beyond 8 CTAs, for 16-bit LayerNorm one block per row with its tail cached in shared memory (_TAIL_FIT); else
+    one block per row re-reading its tail from L2."""
+    for lo, hi, p, m in _WIDE_FIT.get((name, dtype), ()) if vec else ():
+        if lo < cols <= hi:
+            k = kernel("norms", f"{name}_wide<{CTYPE[dtype]}, {p}, {m}>")
+            return RowShape(k, (_row_block(p, dtype, cols, vec)[0], 1), 1, 1 << 62)
     packs, minb = _FWD_PACKS[dtype], 2
     for lo, hi, p, m in _FWD_FIT.get((name, dtype), ()):
         if lo < cols <= hi:

@@ -1,0 +1,87 @@
+"""Experiment: the cross-entropy forward's grid, one wave of resident blocks (shipped) against more.
+
+The forward takes 8 rows per 256-thread block (warp rows, up to 2048 packs) and loops over the rows of a grid capped
+at one wave (ops/softmax.py _ce_shape). At 32768 x 4096 that is 4096 row groups on 528 blocks (4 per SM on an H200):
+7.76 per block, so the last of 8 passes runs with three quarters of the blocks. This times the reduced (mean) loss,
+the forward and kk_cross_entropy_reduce as _ce_reduced_cuda launches them, at caps of 1, 2 and 4 waves and with one
+block per row group (no cap), interleaved (kernelkit.bench._time_interleaved):
+
+    python3 bench/exp_ce_grid.py --out ce_grid.json
+
+Verdict (H200, h200-2026-11-23-s18/ce-grid.log): 1, 2 and 4 waves within 1.5% of one another, no cap 0.5-3% slower;
+the grid stayed at one wave.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+
+import torch
+
+from kernelkit.bench import _time_interleaved, copy_bandwidth
+from kernelkit.ops._runtime import cdiv
+
+# the module (kernelkit.ops.softmax is the op function)
+softmax = importlib.import_module("kernelkit.ops.softmax")
+SIZES = [(32768, 4096), (32768, 8192), (8192, 65536)]
+WAVES = [1, 2, 4, None]  # None: no cap
+
+
+def time_case(rows, cols, dtype, copy, reps):
+    logits = torch.randn(rows, cols, dtype=dtype, device="cuda")
+    target = torch.randint(0, cols, (rows,), device="cuda")
+    k, one_wave, block = softmax._ce_grid(logits, "kk_cross_entropy_fwd")
+    per_block = softmax._ce_shape("kk_cross_entropy_fwd", dtype, cols, 0)[2]
+    stats = torch.empty(rows, 2, device="cuda")
+    reduce = softmax._ce_reduce_kernel(torch.float32, dtype)
+    calls, outs = {}, {}
+    for waves in WAVES:
+        grid = cdiv(rows, per_block) if waves is None else min(cdiv(rows, per_block), waves * one_wave)
+        partial = torch.empty(2 * grid, device="cuda")
+        loss = torch.empty((), dtype=dtype, device="cuda")
+        divisor = torch.empty((), device="cuda")
+
+        def run(grid=grid, partial=partial, loss=loss, divisor=divisor):
+            k.launch(grid, block, (logits, target, 0, stats, partial, rows, cols, -100, 0.0))
+            reduce.launch(1, 256, (partial, grid, 1, loss, divisor), dependent=True)
+
+        tag = f"grid {grid}" + (" (no cap)" if waves is None else f" ({waves} wave{'s' if waves > 1 else ''})")
+        calls[tag] = [run]
+        run()
+        outs[tag] = loss.float().item()
+    ref = torch.nn.functional.cross_entropy(logits.float(), target).item()
+    errors: dict = {}
+    timed = _time_interleaved(calls, reps, True, errors)
+    out = []
+    for tag, (ms, _) in timed.items():
+        us = ms * 1e3
+        pct = logits.nbytes / us / 1e3 / copy * 100
+        print(
+            f"cross_entropy {str(dtype)[6:]:8s} {rows}x{cols:<6d} {tag:22s} {us:7.1f} us {pct:5.1f}%  "
+            f"loss {outs[tag]:.6f} (torch float32 {ref:.6f})"
+        )
+        out.append(dict(dtype=str(dtype)[6:], size=f"{rows}x{cols}", variant=tag, us=us, pct_copy=pct))
+    if errors:
+        print("errors:", errors)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--reps", type=int, default=100)
+    a = ap.parse_args()
+    copy = copy_bandwidth()
+    results = []
+    for rows, cols in SIZES:
+        for dtype in (torch.bfloat16, torch.float32):
+            results += time_case(rows, cols, dtype, copy, a.reps)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"copy_gbps": copy, "gpu": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
