@@ -951,8 +951,9 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
 // The same for float rows (T = float) of at most NP * 4 * blockDim.x columns with blockDim = (R, 1), R a multiple of
 // 32, on the 16-byte path only (cols % 4 == 0, x, w, b and y 16-byte aligned; anything else traps):
 // kk_norms::ln_fwd_wide_run. Block 0 alone checks the launch: the conditions are the same in every block, and its trap
-// fails the launch. Checked in every block they delay each one-row block's first loads: 32768 x 4096 took 258.7 us
-// against 255.0 (H200, bench/ab_source.py, h200-2026-11-23-s18/ab-ln-wide-b0.json).
+// fails the launch. Checked in every block they delay each one-row block's first loads: 32768 x 4096 took 257.2 us
+// against 253.0 without them (H200, bench/exp_op_path.py, h200-2026-11-23-s18/op-path2.log); kernelkit bench 258.6
+// -> 254.0 with them in block 0.
 template <typename T, int NP, int MINB>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,

@@ -451,10 +451,11 @@ __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, 
 }
 
 // ---------------------------------------------------------------- cross-entropy forward, one row
-// Single streaming pass: (max, sum exp, sum x); then the team's thread 0 writes. It loads the target before the
-// pass and x[target] after it: a branch on the target before the pass waits for its load, and the team with it
-// (bf16 32768 x 4096 on an H200: 73.8 -> 72.3 us, bench/ab_source.py, h200-2026-11-23-s18/ab-ce-target-late.json).
-template <typename T, int W, bool BLOCK, int U>
+// Single streaming pass: (max, sum exp, and with SX, which label smoothing needs, sum x); then the team's thread 0
+// writes. It loads the target before the pass and x[target] after it, so that no branch on the target waits for its
+// load before the row's loads go out: within 0.6% of loading both first (H200, bench/ab_source.py,
+// h200-2026-11-23-s18/ab-ce-target-late.json, whose bf16 4096 row was its run's first case, which reads high).
+template <typename T, int W, bool BLOCK, int U, bool SX>
 __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long nv, long long cols, int ti, int nt,
                                            const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                            long long ignore_index, double label_smoothing, acc_t<T>* red,
@@ -471,10 +472,12 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
 #pragma unroll
     for (int k = 0; k < U; ++k) u[k] = load_vec<W, kCeLd>(xr + (q + k * nt) * W);
     ms_update<T, W, U>(u, U, m, s);
+    if constexpr (SX) {
 #pragma unroll
-    for (int k = 0; k < U; ++k)
+      for (int k = 0; k < U; ++k)
 #pragma unroll
-      for (int j = 0; j < W; ++j) sx += kk::acc_at(u[k], j);
+        for (int j = 0; j < W; ++j) sx += kk::acc_at(u[k], j);
+    }
   }
 #pragma unroll
   for (int k = 0; k < U - 1; ++k) {
@@ -483,16 +486,18 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
       Vec<T, W> u[1];
       u[0] = load_vec<W, kCeLd>(xr + qq * W);
       ms_update<T, W, 1>(u, 1, m, s);
+      if constexpr (SX) {
 #pragma unroll
-      for (int j = 0; j < W; ++j) sx += kk::acc_at(u[0], j);
+        for (int j = 0; j < W; ++j) sx += kk::acc_at(u[0], j);
+      }
     }
   }
   if (ti == 0 && t >= 0 && t < cols) xt = to_acc(xr[t]);
-  Red<A, 3> st;
+  Red<A, SX ? 3 : 2> st;
   st.f[0] = m;
   st.f[1] = s;
-  st.f[2] = sx;
-  st = team_allreduce<MaxSumOp<T, 3>, BLOCK>(st, red, parity);
+  if constexpr (SX) st.f[2] = sx;
+  st = team_allreduce<MaxSumOp<T, SX ? 3 : 2>, BLOCK>(st, red, parity);
   if (ti == 0) {
     // lse = m + ls_m, kept as its two parts: with logits of ~1e30 tied at the max, m + ls_m rounds to m
     // and loses the O(1) part that the loss and the gradient need.
@@ -506,9 +511,11 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
     } else if (t < 0 || t >= cols) {
       out = qnan<A>();
     } else {
-      const A ls = (A)label_smoothing;
       out = ls_m - (xt - m);
-      if (label_smoothing != 0.0) out = (A(1) - ls) * out + ls * (ls_m + (m - st.f[2] / (A)cols));
+      if constexpr (SX) {
+        const A ls = (A)label_smoothing;
+        out = (A(1) - ls) * out + ls * (ls_m + (m - st.f[2] / (A)cols));
+      }
     }
     if (loss != nullptr) loss[row] = out;
     part[0] += out;
@@ -516,7 +523,7 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
   }
 }
 
-template <typename T, int W, int U>
+template <typename T, int W, int U, bool SX>
 __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                            acc_t<T>* partial, long long rows, long long cols,
                                            long long ignore_index, double ls, acc_t<T>* red) {
@@ -530,12 +537,12 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
     const int lane = threadIdx.x & 31;
 #pragma unroll 1
     for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
-      ce_fwd_row<T, W, false, U>(x + row * cols, row, nv, cols, lane, 32, target, loss, stats, ignore_index, ls,
+      ce_fwd_row<T, W, false, U, SX>(x + row * cols, row, nv, cols, lane, 32, target, loss, stats, ignore_index, ls,
                                  red, parity, part);
   } else {
 #pragma unroll 1
     for (long long row = blockIdx.x; row < rows; row += gridDim.x)
-      ce_fwd_row<T, W, true, U>(x + row * cols, row, nv, cols, threadIdx.x, blockDim.x, target, loss, stats,
+      ce_fwd_row<T, W, true, U, SX>(x + row * cols, row, nv, cols, threadIdx.x, blockDim.x, target, loss, stats,
                                 ignore_index, ls, red, parity, part);
   }
   if (partial == nullptr) return;
@@ -794,10 +801,20 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_fwd(const T* logits, const lo
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
   constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 && kk::aligned16(kk::addr(logits)))
-    kk_sm::ce_fwd_run<T, V, U>(logits, target, loss, stats, partial, rows, cols, ignore_index, label_smoothing, red);
-  else
-    kk_sm::ce_fwd_run<T, 1, U>(logits, target, loss, stats, partial, rows, cols, ignore_index, label_smoothing, red);
+  // Without label smoothing the rows' sums of x are not needed: one add per element and a third of each row's
+  // reduction fewer (H200: bf16 8192 x 65536 268.7 -> 263.9 us, the other sizes within 0.8%;
+  // h200-2026-11-23-s18/ab-ce-no-sx2.json).
+  const bool vec = cols % V == 0 && kk::aligned16(kk::addr(logits));
+  if (label_smoothing != 0.0) {
+    if (vec) kk_sm::ce_fwd_run<T, V, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index,
+                                             label_smoothing, red);
+    else kk_sm::ce_fwd_run<T, 1, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index,
+                                          label_smoothing, red);
+  } else if (vec) {
+    kk_sm::ce_fwd_run<T, V, U, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
+  } else {
+    kk_sm::ce_fwd_run<T, 1, U, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
+  }
 }
 
 // kk_cross_entropy_reduce: the forward's block partials summed in block order (sums in A, counts in double):
