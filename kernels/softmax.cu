@@ -538,12 +538,12 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
 #pragma unroll 1
     for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
       ce_fwd_row<T, W, false, U, SX>(x + row * cols, row, nv, cols, lane, 32, target, loss, stats, ignore_index, ls,
-                                 red, parity, part);
+                                     red, parity, part);
   } else {
 #pragma unroll 1
     for (long long row = blockIdx.x; row < rows; row += gridDim.x)
       ce_fwd_row<T, W, true, U, SX>(x + row * cols, row, nv, cols, threadIdx.x, blockDim.x, target, loss, stats,
-                                ignore_index, ls, red, parity, part);
+                                    ignore_index, ls, red, parity, part);
   }
   if (partial == nullptr) return;
   // The block's partial: its teams' sums added in warp order (deterministic for a given grid and block).
@@ -805,11 +805,11 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_fwd(const T* logits, const lo
   // reduction fewer (H200: bf16 8192 x 65536 268.7 -> 263.9 us, the other sizes within 0.8%;
   // h200-2026-11-23-s18/ab-ce-no-sx2.json).
   const bool vec = cols % V == 0 && kk::aligned16(kk::addr(logits));
-  if (label_smoothing != 0.0) {
-    if (vec) kk_sm::ce_fwd_run<T, V, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index,
-                                             label_smoothing, red);
-    else kk_sm::ce_fwd_run<T, 1, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index,
-                                          label_smoothing, red);
+  const double ls = label_smoothing;
+  if (ls != 0.0 && vec) {
+    kk_sm::ce_fwd_run<T, V, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
+  } else if (ls != 0.0) {
+    kk_sm::ce_fwd_run<T, 1, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
   } else if (vec) {
     kk_sm::ce_fwd_run<T, V, U, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
   } else {

@@ -143,24 +143,34 @@ def test_wide_norm_rows_match_the_general_kernel(name, dtype, cols):
         assert torch.equal(got, want)
 
 
+_LN_WIDE, _RMS_WIDE = "kk_layer_norm_fwd_wide<float, 2, 4>", "kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>"
+
+
 @pytest.mark.parametrize(
-    "cols, block, offset",
-    [(4098, 512, 0), (4096, 256, 0), (4096, 512, 1)],
-    ids=["cols-not-a-multiple-of-4", "row-wider-than-the-block", "misaligned-x"],
+    "expr, dtype, cols, block, offset",
+    [
+        (_LN_WIDE, "float32", 4098, 512, 0),
+        (_LN_WIDE, "float32", 4096, 256, 0),
+        (_LN_WIDE, "float32", 4096, 512, 1),
+        (_RMS_WIDE, "bfloat16", 8196, 512, 0),
+        (_RMS_WIDE, "bfloat16", 8192, 512, 1),
+    ],
+    ids=["ln-cols-not-whole-packs", "ln-row-wider-than-the-block", "ln-misaligned-x", "rms-cols", "rms-misaligned-x"],
 )
-def test_layer_norm_wide_launch_checks_fail_the_launch(cols, block, offset):
-    """kk_layer_norm_fwd_wide (as kk_rms_norm_fwd_wide) checks its launch in block 0 only; a launch it does not
-    fit fails with an error that names the kernel (in a subprocess: the trap ends the CUDA context)."""
+def test_wide_norm_launch_checks_fail_the_launch(expr, dtype, cols, block, offset):
+    """kk_layer_norm_fwd_wide and kk_rms_norm_fwd_wide check their launch in block 0 only; a launch they do not fit
+    fails with an error that names the kernel (in a subprocess: the trap ends the CUDA context)."""
+    ln = expr == _LN_WIDE
     code = textwrap.dedent(f"""
         import torch, kernelkit
         from kernelkit.ops._runtime import kernel
-        rows, cols = 64, {cols}
-        x = torch.randn(rows * cols + 4, device="cuda")[{offset}:][: rows * cols].view(rows, cols)
-        w, b = torch.ones(cols, device="cuda"), torch.zeros(cols, device="cuda")
-        y, stat = torch.empty(rows, cols, device="cuda"), torch.empty(rows, device="cuda")
-        k = kernel("norms", "kk_layer_norm_fwd_wide<float, 2, 4>")
+        rows, cols, dt = 64, {cols}, torch.{dtype}
+        x = torch.randn(rows * cols + 8, device="cuda", dtype=dt)[{offset}:][: rows * cols].view(rows, cols)
+        w, b = torch.ones(cols, device="cuda", dtype=dt), torch.zeros(cols, device="cuda", dtype=dt)
+        y, stat = torch.empty(rows, cols, device="cuda", dtype=dt), torch.empty(rows, device="cuda")
+        args = (x, w, b, y, stat, stat, rows, cols, 1e-5) if {ln} else (x, w, y, stat, rows, cols, 1e-6)
         try:
-            k.launch(rows, {block}, (x, w, b, y, stat, stat, rows, cols, 1e-5))
+            kernel("norms", "{expr}").launch(rows, {block}, args)
             torch.cuda.synchronize()
             print("NO ERROR")
         except kernelkit.LaunchError as e:
@@ -168,7 +178,7 @@ def test_layer_norm_wide_launch_checks_fail_the_launch(cols, block, offset):
     """)
     env = dict(os.environ, KERNELKIT_LAUNCH_BLOCKING="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert "LAUNCH_ERROR kernel 'kk_layer_norm_fwd_wide<float, 2, 4>' failed" in out.stdout, out.stdout + out.stderr
+    assert f"LAUNCH_ERROR kernel '{expr}' failed" in out.stdout, out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
