@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 
 import torch
+from sweep_common import interleaved, write_results
 
-from kernelkit.bench import _time_interleaved, copy_bandwidth
+from kernelkit.bench import copy_bandwidth
 from kernelkit.ops._runtime import cdiv
 
 # the module (kernelkit.ops.softmax is the op function)
@@ -52,19 +52,13 @@ def time_case(rows, cols, dtype, copy, reps):
         run()
         outs[tag] = loss.float().item()
     ref = torch.nn.functional.cross_entropy(logits.float(), target).item()
-    errors: dict = {}
-    timed = _time_interleaved(calls, reps, True, errors)
     out = []
-    for tag, (ms, _) in timed.items():
-        us = ms * 1e3
-        pct = logits.nbytes / us / 1e3 / copy * 100
+    for tag, us, pct, _ in interleaved(calls, reps, logits.nbytes, copy):
         print(
             f"cross_entropy {str(dtype)[6:]:8s} {rows}x{cols:<6d} {tag:22s} {us:7.1f} us {pct:5.1f}%  "
             f"loss {outs[tag]:.6f} (torch float32 {ref:.6f})"
         )
         out.append(dict(dtype=str(dtype)[6:], size=f"{rows}x{cols}", variant=tag, us=us, pct_copy=pct))
-    if errors:
-        print("errors:", errors)
     return out
 
 
@@ -78,9 +72,7 @@ def main() -> None:
     for rows, cols in SIZES:
         for dtype in (torch.bfloat16, torch.float32):
             results += time_case(rows, cols, dtype, copy, a.reps)
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"copy_gbps": copy, "gpu": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+    write_results(a.out, copy, results)
 
 
 if __name__ == "__main__":

@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import shutil
 
 import torch
+from sweep_common import interleaved, write_results
 
 import kernelkit
 from kernelkit import _native
-from kernelkit.bench import _rms_norm_reference, _time_interleaved, copy_bandwidth
+from kernelkit.bench import _rms_norm_reference, copy_bandwidth
 from kernelkit.ops._runtime import CTYPE
 
 SRC = r"""
@@ -238,10 +238,6 @@ SHAPES = {
 }
 
 
-def _pct(nbytes, us, copy):
-    return nbytes / us / 1e3 / copy * 100
-
-
 # LayerNorm: (tag, XM, WM, ONEPASS), see ln_modes; (dtype, cols) -> [(NT, NP, MINB)].
 LN_VARIANTS = [
     ("two-pass nc", 0, 0, False),
@@ -286,19 +282,13 @@ def time_case(mod, dtype, cols, variants, copy, reps, ln=False, rows=32768):
         run()
         errs[tag] = (y.float() - ref.float()).abs().max().item()
         calls[tag] = [run]
-    errors: dict = {}
-    timed = _time_interleaved(calls, reps, True, errors)
-    nbytes = 2 * x.nbytes
     name = "layer_norm" if ln else "rms_norm"
     out = []
-    for tag, (ms, _) in timed.items():
-        us = ms * 1e3
+    for tag, us, pct, _ in interleaved(calls, reps, 2 * x.nbytes, copy):
         err = errs.get(tag)
         tail = "" if err is None else f" err {err:.2e}"
-        print(f"{name} {str(dtype)[6:]:8s} {cols:5d} {tag:24s} {us:8.1f} us {_pct(nbytes, us, copy):5.1f}%{tail}")
+        print(f"{name} {str(dtype)[6:]:8s} {cols:5d} {tag:24s} {us:8.1f} us {pct:5.1f}%{tail}")
         out.append(dict(op=name, dtype=str(dtype)[6:], cols=cols, variant=tag, us=us, err=err))
-    for tag, msg in errors.items():
-        print(f"{name} {str(dtype)[6:]:8s} {cols:5d} {tag:24s} error {msg}")
     return out
 
 
@@ -343,9 +333,7 @@ def main() -> None:
         results += time_case(mod, dtype, cols, vs, copy, a.reps, ln)
     if a.ptx_dir:
         dump_inductor_ptx(a.ptx_dir)
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"copy_gbps": copy, "gpu": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+    write_results(a.out, copy, results)
 
 
 if __name__ == "__main__":

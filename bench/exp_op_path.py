@@ -21,12 +21,12 @@ only (kernels/norms.cu kk_layer_norm_fwd_wide).
 from __future__ import annotations
 
 import argparse
-import json
 
 import torch
+from sweep_common import interleaved, source_variant, write_results
 
 import kernelkit
-from kernelkit.bench import _rms_norm_reference, _time_interleaved, copy_bandwidth
+from kernelkit.bench import _rms_norm_reference, copy_bandwidth
 from kernelkit.ops import norms
 from kernelkit.ops._runtime import vector_path
 
@@ -96,22 +96,17 @@ def time_case(name, dtype, cols, copy, reps, rows=32768):
     calls = {"op": [op], "raw": [raw], "raw+alloc": [raw_alloc], "torch.compile": [ref]}
     if ln and dtype == torch.float32:
         calls.update(_ln_experiments(shape, grid, pre, rows, cols, eps))
-    errors: dict = {}
-    timed = _time_interleaved(calls, reps, True, errors)
     out = []
-    for tag, (ms, host) in timed.items():
-        us = ms * 1e3
-        pct = 2 * x.nbytes / us / 1e3 / copy * 100
+    for tag, us, pct, host in interleaved(calls, reps, 2 * x.nbytes, copy):
         print(f"{name:10s} {str(dtype)[6:]:8s} {cols:5d} {tag:14s} {us:8.1f} us {pct:5.1f}%  host {host:5.1f} us")
         out.append(dict(op=name, dtype=str(dtype)[6:], cols=cols, impl=tag, us=us, host_us=host))
-    print(f"  raw output bitwise equal to the op's: {same}; errors: {errors or 'none'}")
+    print(f"  raw output bitwise equal to the op's: {same}")
     return out
 
 
 def _ln_experiments(shape, grid, pre, rows, cols, eps):
     """ln_modes and the wide kernel's variants, launched as raw is, writing raw's output buffer."""
     import exp_looped_rows
-    from sweep_common import source_variant
 
     np_, minb = next((p, m) for lo, hi, p, m in norms._WIDE_FIT["kk_layer_norm_fwd", torch.float32] if lo < cols <= hi)
     common = {"common.cuh": kernelkit._native.op_source("common.cuh")}
@@ -139,9 +134,7 @@ def main() -> None:
     results = []
     for name, dtype, cols in CASES:
         results += time_case(name, dtype, cols, copy, a.reps)
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"copy_gbps": copy, "gpu": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+    write_results(a.out, copy, results)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,12 @@ the op at float32 4096 and bf16 4096/8192, and slower at float32 8192: ops/norms
 from __future__ import annotations
 
 import argparse
-import json
 
 import torch
+from sweep_common import interleaved, write_results
 
 import kernelkit
-from kernelkit.bench import _rms_norm_reference, _time_interleaved, copy_bandwidth
+from kernelkit.bench import _rms_norm_reference, copy_bandwidth
 from kernelkit.ops._runtime import CTYPE, kernel
 
 # (dtype, cols) -> [(NP, MINB, R)]
@@ -52,16 +52,10 @@ def time_case(dtype, cols, fits, copy, reps, rows=32768):
         diff = (y.float() - ref.float()).abs().max().item()
         print(f"  {tag}: same bits as kk_rms_norm_fwd here: {torch.equal(y, y2)}; max |diff| to op {diff:.2e}")
         calls[tag] = [lambda k=k, r=r, args=args: k.launch(rows, (r, 1), args)]
-    errors: dict = {}
-    timed = _time_interleaved(calls, reps, True, errors)
     out = []
-    for tag, (ms, _) in timed.items():
-        us = ms * 1e3
-        pct = 2 * x.nbytes / us / 1e3 / copy * 100
+    for tag, us, pct, _ in interleaved(calls, reps, 2 * x.nbytes, copy):
         print(f"rms_norm {str(dtype)[6:]:8s} {cols:5d} {tag:22s} {us:8.1f} us {pct:5.1f}%", flush=True)
         out.append(dict(dtype=str(dtype)[6:], cols=cols, impl=tag, us=us))
-    if errors:
-        print("errors:", errors)
     return out
 
 
@@ -74,9 +68,7 @@ def main() -> None:
     results = []
     for (dtype, cols), fits in FITS.items():
         results += time_case(dtype, cols, fits, copy, a.reps)
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"copy_gbps": copy, "gpu": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+    write_results(a.out, copy, results)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 
 import torch
-from sweep_common import norm_forward, source_variant, write_results
+from sweep_common import interleaved, norm_forward, source_variant, write_results
 
-from kernelkit.bench import _time_interleaved, copy_bandwidth
+from kernelkit.bench import copy_bandwidth
 from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel
 
 ROWS, COLS = 8192, 65536
@@ -65,6 +65,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=40)
     a = ap.parse_args()
     variant = source_variant("norms", REG_PARAMS)
+    copy = copy_bandwidth()
     results = []
     for dtype, fits in FITS.items():
         op, args, eps, y, _, nbytes = norm_forward("kk_layer_norm_fwd", dtype, ROWS, COLS)
@@ -84,17 +85,10 @@ def main() -> None:
             tag = f"{src} NP {np_} minb {minb} ({ctas} CTAs, {grid} clusters)"
             print(f"  {tag}: bitwise equal to the op: {torch.equal(y, ref)}", flush=True)
             calls[tag] = [go]
-        errors: dict = {}
-        timed = _time_interleaved(calls, a.reps, True, errors)
-        copy = copy_bandwidth()
-        for tag, (ms, _) in timed.items():
-            us = ms * 1e3
-            pct = nbytes / us / 1e3 / copy * 100
+        for tag, us, pct, _ in interleaved(calls, a.reps, nbytes, copy):
             print(f"layer_norm {str(dtype)[6:]:8s} {ROWS}x{COLS} {tag:40s} {us:8.1f} us {pct:5.1f}%", flush=True)
             results.append({"case": f"layer_norm {str(dtype)[6:]}", "variant": tag, "us": us, "pct_copy": pct})
-        if errors:
-            print("errors:", errors)
-    write_results(a.out, copy_bandwidth(), results)
+    write_results(a.out, copy, results)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,13 @@ directory on the import path."""
 
 import json
 import re
-from typing import Callable, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
 import kernelkit
 from kernelkit import _native
+from kernelkit.bench import _time_interleaved
 from kernelkit.ops import norms
 
 _variants = {}
@@ -48,8 +49,22 @@ def guarded(label: str, job) -> None:
     torch.cuda.empty_cache()
 
 
-def write_results(path: str, copy_gbps: float, results: list) -> None:
-    """The sweep's report: the copy bandwidth it measured, the GPU, and every variant's result."""
+def interleaved(
+    calls: Dict[str, Sequence[Callable]], reps: int, nbytes: int, copy_gbps: float
+) -> List[Tuple[str, float, float, float]]:
+    """Each implementation timed in interleaved rounds (kernelkit.bench._time_interleaved): (tag, µs per call, % of
+    the copy bandwidth for ``nbytes`` moved, host µs), in ``calls``' order. One that raised is printed and left out."""
+    errors: dict = {}
+    timed = _time_interleaved(calls, reps, True, errors)
+    for tag, msg in errors.items():
+        print(f"FAILED {tag}: {msg}", flush=True)
+    return [(tag, ms * 1e3, nbytes / (ms * 1e3) / 1e3 / copy_gbps * 100, host) for tag, (ms, host) in timed.items()]
+
+
+def write_results(path: Optional[str], copy_gbps: float, results: list) -> None:
+    """The sweep's report (none without a path): the copy bandwidth it measured, the GPU, and every variant's result."""
+    if not path:
+        return
     with open(path, "w") as f:
         json.dump({"copy_gbps": copy_gbps, "env": torch.cuda.get_device_name(), "results": results}, f, indent=1)
 

@@ -472,6 +472,18 @@ __device__ __forceinline__ float wide_block_sum(float v, float* red) {
   return v;
 }
 
+// This thread's packs p = k * R + tx (k < NP) of a row xr of cv packs, zeros past cv, loaded as L says: the row part of
+// the wide kernels (16-bit packs choose on whole words, as in rms_fwd_run).
+template <int L, int NP, typename T, int W>
+__device__ __forceinline__ void wide_row_packs(const T* xr, int tx, int R, int cv, Vec<T, W> (&h)[NP]) {
+#pragma unroll
+  for (int k = 0; k < NP; ++k) {
+    const int p = k * R + tx;
+    if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, L>(xr + p * W, p < cv);
+    else h[k] = p < cv ? load_vec<W, L>(xr + p * W) : kk::zero_vec<T, W>();
+  }
+}
+
 template <int NP>
 __device__ __forceinline__ void ln_fwd_wide_run(const float* __restrict__ x, const float* __restrict__ w,
                                                 const float* __restrict__ b, float* __restrict__ y,
@@ -482,13 +494,8 @@ __device__ __forceinline__ void ln_fwd_wide_run(const float* __restrict__ x, con
   const int tx = threadIdx.x, R = blockDim.x, cv = cols / W;
   const float acols = float(cols);
   for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* const xr = x + row * cols;
     Vec<float, W> h[NP];
-#pragma unroll
-    for (int k = 0; k < NP; ++k) {
-      const int p = k * R + tx;
-      h[k] = p < cv ? load_vec<W, kLnWideLd>(xr + p * W) : kk::zero_vec<float, W>();
-    }
+    wide_row_packs<kLnWideLd>(x + row * cols, tx, R, cv, h);
     float s = 0.f;
 #pragma unroll
     for (int k = 0; k < NP; ++k)
@@ -535,14 +542,8 @@ __device__ __forceinline__ void rms_fwd_wide_run(const T* __restrict__ x, const 
   const int tx = threadIdx.x, R = blockDim.x, cv = cols / W;
   const float acols = float(cols);
   for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* const xr = x + row * cols;
     Vec<T, W> h[NP];
-#pragma unroll
-    for (int k = 0; k < NP; ++k) {
-      const int p = k * R + tx;
-      if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kRmsFwdLd>(xr + p * W, p < cv);
-      else h[k] = p < cv ? load_vec<W, kRmsFwdLd>(xr + p * W) : kk::zero_vec<T, W>();
-    }
+    wide_row_packs<kRmsFwdLd>(x + row * cols, tx, R, cv, h);
     float s = 0.f;
 #pragma unroll
     for (int k = 0; k < NP; ++k)
@@ -948,36 +949,38 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   }
 }
 
-// The same for float rows (T = float) of at most NP * 4 * blockDim.x columns with blockDim = (R, 1), R a multiple of
-// 32, on the 16-byte path only (cols % 4 == 0, x, w, b and y 16-byte aligned; anything else traps):
-// kk_norms::ln_fwd_wide_run. Block 0 alone checks the launch: the conditions are the same in every block, and its trap
-// fails the launch. Checked in every block they delay each one-row block's first loads: 32768 x 4096 took 257.2 us
-// against 253.0 without them (H200, bench/exp_op_path.py, h200-2026-11-23-s18/op-path2.log); kernelkit bench 258.6
-// -> 254.0 with them in block 0.
+// The wide kernels' launch: rows of at most NP * W * blockDim.x columns, cols % W == 0, blockDim = (R, 1) with R a
+// multiple of 32, every pointer in `ptrs` 16-byte aligned; anything else traps. Block 0 alone checks: the conditions
+// are the same in every block, and its trap fails the launch. Checked in every block they delay each one-row block's
+// first loads: layer_norm float32 32768 x 4096 took 257.2 us against 253.0 without them (H200, bench/exp_op_path.py,
+// h200-2026-11-23-s18/op-path2.log); kernelkit bench 258.6 -> 254.0 with them in block 0.
+template <int W, int NP> __device__ __forceinline__ void check_wide_launch(long long cols, unsigned long long ptrs) {
+  if (blockIdx.x == 0 && (cols % W != 0 || cols > NP * (long long)W * blockDim.x || blockDim.x % 32 != 0 ||
+                          blockDim.y != 1 || !kk::aligned16(ptrs)))
+    __trap();
+}
+
+// The same for float rows (T = float) on the 16-byte path only, launched as check_wide_launch<4, NP> checks:
+// kk_norms::ln_fwd_wide_run.
 template <typename T, int NP, int MINB>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                        float* __restrict__ mean, float* __restrict__ rstd, long long rows, long long cols, double eps) {
   static_assert(sizeof(T) == 4, "float rows");
   if (rows <= 0 || cols <= 0) return;
-  if (blockIdx.x == 0 && (cols % 4 != 0 || cols > NP * 4LL * blockDim.x || blockDim.x % 32 != 0 ||
-                          blockDim.y != 1 || !kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))))
-    __trap();
+  check_wide_launch<4, NP>(cols, kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y));
   kk_norms::ln_fwd_wide_run<NP>(x, w, b, y, mean, rstd, rows, int(cols), float(eps));
 }
 
-// The same for RMSNorm rows of float, half or bf16 (kk_norms::rms_fwd_wide_run; VEC = 16 / sizeof(T) in place of 4),
-// checked the same way.
+// The same for RMSNorm rows of float, half or bf16 (kk_norms::rms_fwd_wide_run), launched as
+// check_wide_launch<16 / sizeof(T), NP> checks.
 template <typename T, int NP, int MINB>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, float* __restrict__ rstd,
                      long long rows, long long cols, double eps) {
   static_assert(sizeof(T) <= 4, "float, half or bf16 rows");
-  constexpr int W = kk::kVec<T>;
   if (rows <= 0 || cols <= 0) return;
-  if (blockIdx.x == 0 && (cols % W != 0 || cols > NP * (long long)W * blockDim.x || blockDim.x % 32 != 0 ||
-                          blockDim.y != 1 || !kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(y))))
-    __trap();
+  check_wide_launch<kk::kVec<T>, NP>(cols, kk::addr(x) | kk::addr(w) | kk::addr(y));
   kk_norms::rms_fwd_wide_run<T, NP>(x, w, y, rstd, rows, int(cols), float(eps));
 }
 

@@ -1,5 +1,8 @@
 import os
+import subprocess
+import sys
 import tempfile
+import textwrap
 
 import pytest
 
@@ -42,6 +45,26 @@ def pytest_runtest_logreport(report):
     if report.when == "teardown":
         with open(_TIMES, "a") as f:
             f.write(f"{report.nodeid}\t{' '.join(_phases.pop(report.nodeid))}\n")
+
+
+@pytest.fixture
+def launch_in_subprocess():
+    """Runs ``body`` (Python that launches kernels; torch and kernelkit imported) in a fresh process with
+    KERNELKIT_LAUNCH_BLOCKING=1, as a fault or trap ends the CUDA context. Returns (its stdout, its stdout and
+    stderr): stdout says "LAUNCH_ERROR <message>" for a kernelkit.LaunchError, else "NO ERROR"."""
+
+    def run(body: str):
+        code = (
+            "import torch, kernelkit\ntry:\n"
+            + textwrap.indent(textwrap.dedent(body).strip(), "    ")
+            + "\n    torch.cuda.synchronize()\n    print('NO ERROR')\n"
+            + "except kernelkit.LaunchError as e:\n    print('LAUNCH_ERROR', e)\n"
+        )
+        env = dict(os.environ, KERNELKIT_LAUNCH_BLOCKING="1")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        return out.stdout, out.stdout + out.stderr
+
+    return run
 
 
 @pytest.fixture
