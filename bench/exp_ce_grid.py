@@ -3,13 +3,13 @@
 The forward takes 8 rows per 256-thread block (warp rows, up to 2048 packs) and loops over the rows of a grid capped
 at one wave (ops/softmax.py _ce_shape). At 32768 x 4096 that is 4096 row groups on 528 blocks (4 per SM on an H200):
 7.76 per block, so the last of 8 passes runs with three quarters of the blocks. This times the reduced (mean) loss,
-the forward and kk_cross_entropy_reduce as _ce_reduced_cuda launches them, at caps of 1, 2 and 4 waves and with one
-block per row group (no cap), interleaved (kernelkit.bench._time_interleaved):
+kk_cross_entropy_loss as _ce_reduced_cuda launches it, at caps of 1, 2 and 4 waves and with one block per row group
+(no cap), interleaved (kernelkit.bench._time_interleaved):
 
     python3 bench/exp_ce_grid.py --out ce_grid.json
 
-Verdict (H200, h200-2026-11-23-s18/ce-grid.log): 1, 2 and 4 waves within 1.5% of one another, no cap 0.5-3% slower;
-the grid stayed at one wave.
+Verdict (H200, h200-2026-11-23-s18/ce-grid.log, when the forward and a second kernel summing its partials made the
+loss): 1, 2 and 4 waves within 1.5% of one another, no cap 0.5-3% slower; the grid stayed at one wave.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 from sweep_common import interleaved, write_results
 
 from kernelkit.bench import copy_bandwidth
-from kernelkit.ops._runtime import cdiv
+from kernelkit.ops._runtime import cdiv, tickets
 
 # the module (kernelkit.ops.softmax is the op function)
 softmax = importlib.import_module("kernelkit.ops.softmax")
@@ -32,10 +32,10 @@ WAVES = [1, 2, 4, None]  # None: no cap
 def time_case(rows, cols, dtype, copy, reps):
     logits = torch.randn(rows, cols, dtype=dtype, device="cuda")
     target = torch.randint(0, cols, (rows,), device="cuda")
-    k, one_wave, block = softmax._ce_grid(logits, "kk_cross_entropy_fwd")
-    per_block = softmax._ce_shape("kk_cross_entropy_fwd", dtype, cols, 0)[2]
+    k, one_wave, block = softmax._ce_grid(logits, "kk_cross_entropy_loss", dtype)
+    per_block = softmax._ce_shape("kk_cross_entropy_loss", dtype, cols, 0, dtype)[2]
     stats = torch.empty(rows, 2, device="cuda")
-    reduce = softmax._ce_reduce_kernel(torch.float32, dtype)
+    ticket = tickets(0, 1)
     calls, outs = {}, {}
     for waves in WAVES:
         grid = cdiv(rows, per_block) if waves is None else min(cdiv(rows, per_block), waves * one_wave)
@@ -44,8 +44,8 @@ def time_case(rows, cols, dtype, copy, reps):
         divisor = torch.empty((), device="cuda")
 
         def run(grid=grid, partial=partial, loss=loss, divisor=divisor):
-            k.launch(grid, block, (logits, target, 0, stats, partial, rows, cols, -100, 0.0))
-            reduce.launch(1, 256, (partial, grid, 1, loss, divisor), dependent=True)
+            args = (logits, target, stats, partial, ticket, 1, loss, divisor, rows, cols, -100, 0.0)
+            k.launch(grid, block, args)
 
         tag = f"grid {grid}" + (" (no cap)" if waves is None else f" ({waves} wave{'s' if waves > 1 else ''})")
         calls[tag] = [run]

@@ -340,13 +340,13 @@ CE_VARIANTS = {2: ((2, 64), (4, 64), (8, 128)), 4: ((2, 64), (4, 64), (8, 80))}
 
 
 def ce_shape(u, maxr):
-    """A _ce_shape whose forward is kk_cross_entropy_fwd<T, u, maxr> (the backward's is the shipped one)."""
+    """A _ce_shape whose reduced loss is kk_cross_entropy_loss<T, O, u, maxr> (the other kernels as shipped)."""
     shipped = softmax._ce_shape
 
-    def shape(name, dtype, cols, dev, scale_dtype=None):
-        if name != "kk_cross_entropy_fwd":
-            return shipped(name, dtype, cols, dev, scale_dtype)
-        k = kernel("softmax", f"kk_cross_entropy_fwd<{CTYPE[dtype]}, {u}, {maxr}>")
+    def shape(name, dtype, cols, dev, second=None):
+        if name != "kk_cross_entropy_loss":
+            return shipped(name, dtype, cols, dev, second)
+        k = kernel("softmax", f"kk_cross_entropy_loss<{CTYPE[dtype]}, {CTYPE[second]}, {u}, {maxr}>")
         nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
         block, per_block = (256, 8) if nv <= 2048 else (512, 1)
         return k, block, per_block, resident_blocks(k, block, dev)

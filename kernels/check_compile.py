@@ -117,8 +117,8 @@ def instantiations():
         for t in TYPES
     ]
     sm.append("kk_softmax_fwd<float, 2>")  # the float32 launch (two blocks per SM)
-    # a reduced loss: the partials' reduction, and the backward reading the loss's gradient in its own dtype
-    sm += [f"kk_cross_entropy_reduce<{a}, {o}>" for a in ("float", "double") for o in TYPES]
+    # a reduced loss, in each output dtype, and the backward reading the loss's gradient in its own dtype
+    sm += [f"kk_cross_entropy_loss<{t}, {o}>" for t in TYPES for o in TYPES]
     sm += [f"kk_cross_entropy_bwd<{t}, {t}>" for t in ("__half", "__nv_bfloat16")]
     # rows held whole in registers (HELD), as ops/softmax.py launches them
     for t in ("__half", "__nv_bfloat16"):

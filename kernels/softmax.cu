@@ -2,7 +2,8 @@
 // gradient from the saved logsumexp, never materializing the softmax).
 //
 // Common to every kernel here:
-//   * x is row-major contiguous [rows, cols]; 64-bit indexing everywhere; rows, cols <= 0 -> nothing.
+//   * x is row-major contiguous [rows, cols]; 64-bit indexing everywhere; rows, cols <= 0 -> nothing (but
+//     kk_cross_entropy_loss still writes its loss and divisor).
 //   * 16-byte vector path when cols % VEC == 0 and every tensor pointer is 16-byte aligned (then every row
 //     is), scalar path otherwise. VEC = 16 / sizeof(T): 8 (half, bf16), 4 (float), 2 (double).
 //     A "pack" below is VEC elements on the vector path, 1 element on the scalar path; nv = packs per row.
@@ -567,6 +568,27 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
   }
 }
 
+// The forward over every row: the 16-byte path where cols % VEC == 0 and logits are 16-byte aligned. Without
+// label smoothing the rows' sums of x are not needed: one add per element and a third of each row's reduction
+// fewer (H200: bf16 8192 x 65536 268.7 -> 263.9 us, the other sizes within 0.8%;
+// h200-2026-11-23-s18/ab-ce-no-sx2.json).
+template <typename T, int U>
+__device__ __forceinline__ void ce_fwd(const T* logits, const long long* target, acc_t<T>* loss, acc_t<T>* stats,
+                                       acc_t<T>* partial, long long rows, long long cols, long long ignore_index,
+                                       double ls, acc_t<T>* red) {
+  constexpr int V = kk::kVec<T>;
+  const bool vec = cols % V == 0 && kk::aligned16(kk::addr(logits));
+  if (ls != 0.0 && vec) {
+    ce_fwd_run<T, V, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
+  } else if (ls != 0.0) {
+    ce_fwd_run<T, 1, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
+  } else if (vec) {
+    ce_fwd_run<T, V, U, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
+  } else {
+    ce_fwd_run<T, 1, U, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
+  }
+}
+
 // ---------------------------------------------------------------- cross-entropy backward, one row
 // grad = scale * (exp((x - m) - ls_m) - ls/cols - (c == t ? 1 - ls : 0)); ignored rows: 0 (logits not read).
 // Each pack is read once by the thread that then writes it: grad == logits is safe.
@@ -779,9 +801,6 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const 
 // kk_cross_entropy_fwd: stats[r] = (m, ls_m) with logsumexp(logits[r, :]) = m + ls_m (A): m the row max (0
 // when it is -inf), ls_m = log(sum(exp(x - m))); loss[r] as documented in the header
 // (0 for ignore_index, NaN for any other target outside [0, cols)). Single read of the logits.
-// loss may be nullptr (a reduced loss needs only the partials). partial, when not nullptr, gets the block's
-// (sum of its rows' losses, rows whose target is not ignore_index) at [2 * blockIdx.x], for
-// kk_cross_entropy_reduce; deterministic for a given grid and block.
 // U: packs loaded per thread before they are reduced (default kU); MAXR: the register cap. 64 registers give
 // 4 blocks of 256 threads per SM (80 gave 3; 2 blocks of 512 against 1 for the 65536-wide rows): 84-105% of
 // copy against 72-101% (bench/sweep_llm.py, H200; U 2 and U 8 were slower). double keeps 80 (it spills at 64).
@@ -791,64 +810,70 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const 
 template <typename T, int U = kk_sm::kU<T>, int MAXR = sizeof(T) == 8 ? 80 : 64>
 __global__ void __maxnreg__(MAXR) kk_cross_entropy_fwd(const T* logits, const long long* target,
                                                              typename kk::Acc<T>::type* loss,
-                                                             typename kk::Acc<T>::type* stats,
-                                                             typename kk::Acc<T>::type* partial, long long rows,
+                                                             typename kk::Acc<T>::type* stats, long long rows,
                                                              long long cols, long long ignore_index,
                                                              double label_smoothing) {
-  using A = typename kk::Acc<T>::type;
-  __shared__ A red[2 * 32 * 3];
-  kk::pdl_trigger();  // kk_cross_entropy_reduce, launched dependent, waits for this grid
+  __shared__ typename kk::Acc<T>::type red[2 * 32 * 3];
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
-  constexpr int V = kk::kVec<T>;
-  // Without label smoothing the rows' sums of x are not needed: one add per element and a third of each row's
-  // reduction fewer (H200: bf16 8192 x 65536 268.7 -> 263.9 us, the other sizes within 0.8%;
-  // h200-2026-11-23-s18/ab-ce-no-sx2.json).
-  const bool vec = cols % V == 0 && kk::aligned16(kk::addr(logits));
-  const double ls = label_smoothing;
-  if (ls != 0.0 && vec) {
-    kk_sm::ce_fwd_run<T, V, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
-  } else if (ls != 0.0) {
-    kk_sm::ce_fwd_run<T, 1, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
-  } else if (vec) {
-    kk_sm::ce_fwd_run<T, V, U, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
-  } else {
-    kk_sm::ce_fwd_run<T, 1, U, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
-  }
+  kk_sm::ce_fwd<T, U>(logits, target, loss, stats, nullptr, rows, cols, ignore_index, label_smoothing, red);
 }
 
-// kk_cross_entropy_reduce: the forward's block partials summed in block order (sums in A, counts in double):
-// loss[0] = round_O(sum / count) when mean (0 / 0 = NaN when every target is ignored, as torch), else
-// round_O(sum); divisor[0] = count (mean) or 1 (sum), the backward's scale divisor. Launch: one block of
-// 256 threads, dependent=True right after kk_cross_entropy_fwd (it waits for it in kk::pdl_wait).
-template <typename A, typename O>
-__global__ void __launch_bounds__(256) kk_cross_entropy_reduce(const A* __restrict__ partial, long long parts,
-                                                               int mean, O* __restrict__ loss,
-                                                               A* __restrict__ divisor) {
-  __shared__ A sums[256];
-  __shared__ double counts[256];
-  if (blockDim.x != 256) __trap();
-  kk::pdl_wait();
+// kk_cross_entropy_loss: the mean (mean != 0) or sum of kk_cross_entropy_fwd's row losses in one launch, and its
+// stats. Each block writes its (sum of losses, rows not ignored) to partial[2 * blockIdx.x]; the block that ends
+// last (its ticket, a zeroed counter it sets back to 0, says so; kernels/gelu.cu does the same) adds them in
+// block order: deterministic for a given grid and block. loss[0] = round_O(sum / count) when mean (0 / 0 = NaN
+// when every target is ignored, as torch), else round_O(sum), computed in A (sums) and double (counts);
+// divisor[0] = count (mean) or 1 (sum), the backward's scale divisor. One launch where a second kernel summed
+// the partials before: that kernel's launch and the partials' allocation were a quarter of the op's host time.
+// Launch: as kk_cross_entropy_fwd, with a grid of at least 1 (rows may be 0); partial holds 2 * grid values.
+template <typename T, typename O, int U = kk_sm::kU<T>, int MAXR = sizeof(T) == 8 ? 80 : 64>
+__global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const long long* target,
+                                                              typename kk::Acc<T>::type* stats,
+                                                              typename kk::Acc<T>::type* partial, unsigned* ticket,
+                                                              int mean, O* loss, typename kk::Acc<T>::type* divisor,
+                                                              long long rows, long long cols, long long ignore_index,
+                                                              double label_smoothing) {
+  using A = typename kk::Acc<T>::type;
+  __shared__ A red[2 * 32 * 3];
+  kk_sm::check_block();
+  // Every block writes its partial, so none returns early; rows without columns count as none.
+  kk_sm::ce_fwd<T, U>(logits, target, nullptr, stats, partial, cols > 0 ? rows : 0, cols, ignore_index,
+                      label_smoothing, red);
+  __shared__ bool last;
+  __threadfence();  // this block's partial is visible before its ticket is counted
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
   A s = A(0);
   double c = 0.0;
-  for (long long i = threadIdx.x; i < parts; i += 256) {
-    s += partial[2 * i];
-    c += (double)partial[2 * i + 1];
+  for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) {
+    s += __ldcg(partial + 2 * i);
+    c += (double)__ldcg(partial + 2 * i + 1);
   }
-  sums[threadIdx.x] = s;
-  counts[threadIdx.x] = c;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    s += __shfl_down_sync(0xffffffffu, s, o);
+    c += __shfl_down_sync(0xffffffffu, c, o);
+  }
+  __shared__ A warp_sums[32];
+  __shared__ double warp_counts[32];
+  if ((threadIdx.x & 31) == 0) {
+    warp_sums[threadIdx.x >> 5] = s;
+    warp_counts[threadIdx.x >> 5] = c;
+  }
   __syncthreads();
-  for (int h = 128; h > 0; h >>= 1) {
-    if (threadIdx.x < h) {
-      sums[threadIdx.x] += sums[threadIdx.x + h];
-      counts[threadIdx.x] += counts[threadIdx.x + h];
-    }
-    __syncthreads();
-  }
   if (threadIdx.x == 0) {
-    const A d = mean ? (A)counts[0] : A(1);
+    for (int w = 1; w < (int)(blockDim.x >> 5); ++w) {
+      s += warp_sums[w];
+      c += warp_counts[w];
+    }
+    const A d = mean ? (A)c : A(1);
     divisor[0] = d;
-    loss[0] = kk::from_acc<O>((kk::acc_t<O>)(mean ? sums[0] / d : sums[0]));
+    loss[0] = kk::from_acc<O>((kk::acc_t<O>)(mean ? s / d : s));
+    ticket[0] = 0u;
   }
 }
 

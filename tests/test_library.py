@@ -97,6 +97,45 @@ def test_bad_specs_fail_at_registration():
         kernelkit.op("kktest::bad(Tensor x) -> Tensor", inputs={"z": TensorSpec()}, output=like("x"))
     with pytest.raises(ValueError, match="schema: expected"):
         kernelkit.op("no_namespace(Tensor x) -> Tensor")
+    with pytest.raises(ValueError, match=r"kktest::bad: an output's shape or dtype function takes \['y'\]"):
+        kernelkit.op("kktest::bad(Tensor x) -> Tensor", inputs={"x": TensorSpec()}, output=Out(lambda y: (), "x"))
+    with pytest.raises(ValueError, match="output dtype names 'y', which is not an argument"):
+        kernelkit.op("kktest::bad(Tensor x) -> Tensor", inputs={"x": TensorSpec()}, output=Out(lambda x: (), "y"))
+
+
+def _summary(x, dt, total, rows):
+    total.copy_(x.sum())
+    rows.copy_(x.sum(-1))
+
+
+_summary_seen = {}
+
+
+def _everything(**args):
+    _summary_seen.update(args)
+    return ()
+
+
+summary = kernelkit.op(
+    "kktest::summary(Tensor x, ScalarType? dt=None) -> (Tensor, Tensor)",
+    inputs={"x": TensorSpec(dtypes=FLOATS)},
+    output=(Out(shape=_everything, dtype=lambda x, dt: dt or x.dtype), Out(lambda x: x.shape[:-1], torch.float64)),
+    cpu=_summary,
+)(_summary)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_out_functions_get_the_arguments_they_name(device):
+    """An Out's shape and dtype functions get the arguments they name (all of them when they take **kwargs): a 0-d
+    output in a dtype from an optional argument, and one shaped by a torch.Size in a fixed dtype."""
+    x = torch.randn(2, 3, 4, device=device)
+    total, rows = summary(x, torch.float64)
+    assert set(_summary_seen) == {"x", "dt"}
+    assert (total.shape, total.dtype, rows.shape, rows.dtype) == ((), torch.float64, (2, 3), torch.float64)
+    torch.testing.assert_close(total, x.sum().double())
+    torch.testing.assert_close(rows, x.sum(-1).double())
+    total, _ = torch.ops.kktest.summary(x)
+    assert total.dtype == torch.float32
 
 
 @pytest.mark.parametrize("device", devices())

@@ -288,6 +288,22 @@ def test_cross_entropy_reduced_over_many_blocks(dtype, rows):
     assert torch.equal(first, again) or (first.isnan() and again.isnan() and (target == -100).all())
 
 
+def test_cross_entropy_loss_on_two_streams_at_once():
+    """The loss kernel's blocks leave their partials in a scratch buffer kept per stream, and its last block sets
+    its ticket back to 0: launches alternating between two streams that run at once give one launch's loss."""
+    x = torch.randn(262147, 1024, device="cuda", dtype=torch.bfloat16) * 4  # ~150 us a launch: the streams overlap
+    target = torch.randint(0, 1024, (262147,), device="cuda")
+    want = K.cross_entropy(x, target)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    losses = []
+    for i in range(8):
+        with torch.cuda.stream(side if i % 2 else torch.cuda.current_stream()):
+            losses.append(K.cross_entropy(x, target))
+    torch.cuda.synchronize()
+    assert all(torch.equal(loss, want) for loss in losses), [loss.item() for loss in losses]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [1, 7, 255, 4097, 2**20 + 3])
 @pytest.mark.parametrize("offset", [0, 1])

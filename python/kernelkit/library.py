@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
@@ -55,22 +56,15 @@ class TensorSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Out:
-    """An output allocated by torch's caching allocator. ``shape`` is a function of the inputs (by
-    name); ``dtype`` is a dtype, the name of an input whose dtype it takes, or a function of the inputs."""
+    """An output allocated by torch's caching allocator, on the first tensor input's device. ``shape`` is a
+    function of the op's arguments: it is given those it names (every one if it takes ``**kwargs``). ``dtype``
+    is a dtype, the name of an input whose dtype it takes, or a function of the arguments as ``shape`` is.
+
+    >>> Out(shape=lambda x: (x.shape[0], 2), dtype=torch.float32)  # two float32 values per row of x
+    """
 
     shape: Callable[..., Sequence[int]]
     dtype: Union[str, torch.dtype, Callable[..., torch.dtype]]
-
-    def allocate(self, named: Mapping[str, Any], like: torch.Tensor) -> torch.Tensor:
-        """Allocated on ``like``'s device: ``new_empty`` costs less host time than ``torch.empty(...,
-        device=...)`` (5.4 against 7.7 µs on the H200 machine, bench/hostpath.py)."""
-        if isinstance(self.dtype, str):
-            dtype = named[self.dtype].dtype
-        elif isinstance(self.dtype, torch.dtype):
-            dtype = self.dtype
-        else:
-            dtype = self.dtype(**named)
-        return like.new_empty(tuple(self.shape(**named)), dtype=dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +156,42 @@ class _Errors:
             self.op,
             f"argument '{name}' must have stride 1 in its last dim, got strides {t.stride()}; call .contiguous() first",
         )
+
+
+def _call_by_name(opname: str, fn: Callable, var: str, arg_names: Sequence[str], env: Dict[str, Any]) -> str:
+    """The expression that calls ``fn`` (bound to ``var`` in the generated code) with the op's arguments it names
+    (all of them when it takes ``**kwargs``), as keywords: cheaper than building a dict of every argument."""
+    params = inspect.signature(fn).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        names = list(arg_names)
+    else:
+        names = [p.name for p in params]
+        unknown = [n for n in names if n not in arg_names]
+        if unknown:
+            raise ValueError(f"{opname}: an output's shape or dtype function takes {unknown}, which are not arguments")
+    env[var] = fn
+    return f"{var}({', '.join(f'{n}={n}' for n in names)})"
+
+
+def _out_lines(
+    opname: str, k: int, o: Out, first: Optional[str], arg_names: Sequence[str], env: Dict[str, Any]
+) -> list:
+    """Lines that allocate output ``k`` from its :class:`Out` on ``first``'s device. Sizes go to ``new_empty`` one by
+    one: torch's argument parser takes a tuple slower (1.8 against 1.1 us on CPU tensors, bench/exp_host_calls.py)."""
+    if first is None:
+        raise ValueError(f"{opname}: an Out output takes its device from a tensor input, and the op has none")
+    if isinstance(o.dtype, str):
+        if o.dtype not in arg_names:
+            raise ValueError(f"{opname}: output dtype names {o.dtype!r}, which is not an argument")
+        dtype = f"{o.dtype}.dtype"
+    elif isinstance(o.dtype, torch.dtype):
+        env[f"dtype{k}"] = o.dtype
+        dtype = f"dtype{k}"
+    else:
+        dtype = _call_by_name(opname, o.dtype, f"dtype{k}", arg_names, env)
+    shape = _call_by_name(opname, o.shape, f"shape{k}", arg_names, env)
+    new = f"{first}.new_empty"
+    return [f"_sz = {shape}", f"out{k} = {new}(*_sz, dtype={dtype}) if _sz else {new}((), dtype={dtype})"]
 
 
 def _generate(
@@ -262,9 +292,7 @@ def _generate(
             named = ", ".join(f"{n!r}: {n}" for n in o.names)
             body.append(f"out{k} = {empty_like_of(first_in)} if {same} else alloc{k}({{{named}}}, {first_in}.device)")
         else:
-            env[f"alloc{k}"] = o.allocate
-            named = ", ".join(f"{n!r}: {n}" for n in arg_names)
-            body.append(f"out{k} = alloc{k}({{{named}}}, {first})")
+            body += _out_lines(opname, k, o, first, arg_names, env)
         outs.append(f"out{k}")
     # The dispatcher passes only the arguments the caller gave: schema defaults live in the signature.
     env.update({f"default_{n}": v for n, v in defaults.items()})

@@ -127,6 +127,20 @@ def tickets(device: int, n: int) -> torch.Tensor:
     return t
 
 
+_scratch: Dict[Tuple[int, int, torch.dtype], torch.Tensor] = {}
+
+
+def scratch(device: int, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """At least ``n`` elements of ``dtype`` on ``device`` for what a launch writes and the same launch reads back
+    (its blocks' partial sums, read by its last block: kernels/softmax.cu kk_cross_entropy_loss). Kept per (device,
+    current stream), as :func:`tickets`: launches in one stream's order reuse it, with no allocation per call."""
+    key = (device, torch._C._cuda_getCurrentRawStream(device), dtype)
+    t = _scratch.get(key)
+    if t is None or t.numel() < n:
+        t = _scratch[key] = torch.empty(max(n, 4096), dtype=dtype, device=torch.device("cuda", device))
+    return t
+
+
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     """The accumulation dtype of the kernels (kk::Acc<T>): float64 for float64, else float32."""
     return torch.float64 if dtype == torch.float64 else torch.float32

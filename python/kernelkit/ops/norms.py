@@ -35,12 +35,12 @@ _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*"
 _W = TensorSpec(same_dtype_as="x", contiguous=True, make_contiguous=True, shape=("N",))
 
 
-def _rows(**t):
-    return tuple(t["x"].shape[:-1])
+def _rows(x):
+    return x.shape[:-1]
 
 
-def _stat(**t):
-    return acc_dtype(t["x"].dtype)
+def _stat(x):
+    return acc_dtype(x.dtype)
 
 
 _STAT = Out(shape=_rows, dtype=_stat)

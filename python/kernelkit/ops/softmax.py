@@ -21,7 +21,9 @@ from kernelkit.ops._runtime import (
     kernel,
     resident_blocks,
     row_cache_bytes,
+    scratch,
     split_shape,
+    tickets,
     vector_path,
 )
 
@@ -149,16 +151,16 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return _softmax(x.movedim(dim, -1)).movedim(-1, dim)
 
 
-def _stat_dtype(**t) -> torch.dtype:
-    return acc_dtype(t["logits"].dtype)
+def _stat_dtype(logits) -> torch.dtype:
+    return acc_dtype(logits.dtype)
 
 
-def _rows(**t):
-    return (t["logits"].shape[0],)
+def _rows(logits):
+    return (logits.shape[0],)
 
 
-def _stats_shape(**t):
-    return (t["logits"].shape[0], 2)
+def _stats_shape(logits):
+    return (logits.shape[0], 2)
 
 
 _LOGITS = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("rows", "C"))
@@ -177,10 +179,10 @@ def _ce_bwd_cpu(logits, target, stats, row_scale, ignore_index, label_smoothing,
 
 
 @functools.cache
-def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int, scale_dtype: Optional[torch.dtype] = None):
-    """(kernel, block, rows per block, grid cap): a warp per row up to 2048 packs, else a block. The backward
-    is instantiated for the dtype of its scale (``scale_dtype``)."""
-    expr = f"{name}<{CTYPE[dtype]}, {CTYPE[scale_dtype]}>" if scale_dtype else f"{name}<{CTYPE[dtype]}>"
+def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int, second: Optional[torch.dtype] = None):
+    """(kernel, block, rows per block, grid cap): a warp per row up to 2048 packs, else a block. ``second``: the
+    kernel's second template type, where it has one (the backward's scale, the reduced loss's output)."""
+    expr = f"{name}<{CTYPE[dtype]}, {CTYPE[second]}>" if second else f"{name}<{CTYPE[dtype]}>"
     k = kernel("softmax", expr)
     nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
     warp_rows = nv <= 2048  # kWarpRowPacks
@@ -189,10 +191,10 @@ def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int, scale_dtype: O
     return k, block, per_block, waves * resident_blocks(k, block, dev)
 
 
-def _ce_grid(logits: torch.Tensor, name: str, scale_dtype: Optional[torch.dtype] = None):
+def _ce_grid(logits: torch.Tensor, name: str, second: Optional[torch.dtype] = None):
     """(kernel, grid, block) of one cross-entropy launch over ``logits`` (grid 0 for no rows)."""
     rows, cols = logits.shape
-    k, block, per_block, cap = _ce_shape(name, logits.dtype, cols, logits.get_device(), scale_dtype)
+    k, block, per_block, cap = _ce_shape(name, logits.dtype, cols, logits.get_device(), second)
     return k, min(cdiv(rows, per_block), cap), block
 
 
@@ -252,7 +254,7 @@ def _ce_fwd_cuda(logits, target, ignore_index, label_smoothing, loss, stats):
     k, grid, block = _ce_grid(logits, "kk_cross_entropy_fwd")
     if grid:
         rows, cols = logits.shape
-        k.launch(grid, block, (logits, target, loss, stats, 0, rows, cols, ignore_index, label_smoothing))
+        k.launch(grid, block, (logits, target, loss, stats, rows, cols, ignore_index, label_smoothing))
 
 
 def _ce_setup(ctx, inputs, output):
@@ -281,11 +283,11 @@ _cross_entropy = op(
 )(_ce_fwd_cuda)
 
 
-def _loss_dtype(**t) -> torch.dtype:
-    return t["out_dtype"] or t["logits"].dtype
+def _loss_dtype(logits, out_dtype) -> torch.dtype:
+    return out_dtype or logits.dtype
 
 
-def _scalar(**t):
+def _scalar():
     return ()
 
 
@@ -302,20 +304,16 @@ def _ce_reduced_cpu(logits, target, ignore_index, label_smoothing, mean, out_dty
     loss.copy_(per_row.sum() / divisor if mean else per_row.sum())
 
 
-@functools.cache
-def _ce_reduce_kernel(acc: torch.dtype, out: torch.dtype):
-    return kernel("softmax", f"kk_cross_entropy_reduce<{CTYPE[acc]}, {CTYPE[out]}>")
-
-
 def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
     _check_loss_dtype(loss.dtype)
-    k, grid, block = _ce_grid(logits, "kk_cross_entropy_fwd")
-    partial = stats.new_empty(2 * grid)  # each block's (sum of losses, rows counted)
-    if grid:
-        rows, cols = logits.shape
-        k.launch(grid, block, (logits, target, 0, stats, partial, rows, cols, ignore_index, label_smoothing))
-    reduce = _ce_reduce_kernel(stats.dtype, loss.dtype)
-    reduce.launch(1, 256, (partial, grid, int(mean), loss, divisor), dependent=True)
+    k, grid, block = _ce_grid(logits, "kk_cross_entropy_loss", loss.dtype)
+    grid = max(grid, 1)  # no rows: one block still writes the loss (NaN for the mean, as torch) and the divisor
+    dev = logits.get_device()
+    rows, cols = logits.shape
+    # Each block's (sum of losses, rows counted), summed by the block that ends last: one launch, no allocation.
+    partial, ticket = scratch(dev, 2 * grid, stats.dtype), tickets(dev, 1)
+    args = (logits, target, stats, partial, ticket, int(mean), loss, divisor, rows, cols, ignore_index, label_smoothing)
+    k.launch(grid, block, args)
 
 
 def _ce_reduced_setup(ctx, inputs, output):
@@ -336,7 +334,7 @@ _cross_entropy_reduced = op(
     "float label_smoothing=0.0, bool mean=True, ScalarType? out_dtype=None) -> (Tensor, Tensor, Tensor)",
     inputs={"logits": _LOGITS, "target": _TARGET},
     # (loss, stats, divisor): the mean (or sum) in out_dtype, computed in the accumulation dtype from the
-    # forward's per-block partials by a second kernel; stats as in kernelkit::cross_entropy; divisor the
+    # forward's per-block partials by its last block; stats as in kernelkit::cross_entropy; divisor the
     # count of rows not ignored (mean) or 1 (sum), which divides the gradient in the backward.
     output=(
         Out(shape=_scalar, dtype=_loss_dtype),
@@ -370,13 +368,14 @@ def cross_entropy(
         raise ValueError(f"kernelkit::cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"kernelkit::cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    rows = logits.reshape(-1, logits.shape[-1])
+    # Already (N, C) and (N,): no reshapes, which cost about 1 us of host time each.
+    rows = logits if logits.dim() == 2 else logits.reshape(-1, logits.shape[-1])
+    flat = target if target.dim() == 1 else target.reshape(-1)
     if reduction == "none":
-        loss, _ = _cross_entropy(rows, target.reshape(-1), ignore_index, label_smoothing)
-        return loss.reshape(logits.shape[:-1]).to(out_dtype or logits.dtype)
-    # One op: the forward kernel's per-block partials reduced by a second, dependent kernel, and a backward
+        loss, _ = _cross_entropy(rows, flat, ignore_index, label_smoothing)
+        loss = loss if rows is logits else loss.reshape(logits.shape[:-1])
+        return loss.to(out_dtype or logits.dtype)
+    # One op: one kernel whose last block sums the others' partial losses, and a backward
     # that reads the loss's gradient as it is (no torch ops around the per-row losses either way).
-    loss, _, _ = _cross_entropy_reduced(
-        rows, target.reshape(-1), ignore_index, label_smoothing, reduction == "mean", out_dtype
-    )
+    loss, _, _ = _cross_entropy_reduced(rows, flat, ignore_index, label_smoothing, reduction == "mean", out_dtype)
     return loss
