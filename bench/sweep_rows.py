@@ -104,7 +104,7 @@ def sweep_norm_bwd(name, dtype, rows, cols, results):
                 def fn():
                     k.launch(chunks, (r0, 1), (*head, gx, *parts, rows, cols, rpc))
                     for p in parts:
-                        cs.launch(cdiv(cols, BLOCK), BLOCK, (p, dw, chunks, cols))
+                        cs.launch(cdiv(cols, BLOCK), BLOCK, (p, dw, 0, chunks, cols))
 
                 fn()
                 ok = close(gx, ref)

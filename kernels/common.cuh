@@ -462,20 +462,25 @@ template <int W, typename T> __device__ __forceinline__ void sts(T* p, const Vec
 }  // namespace kk
 
 // Shared by every op with per-chunk column partials (the norm backwards; bias_gelu's backward sums its own):
-// out[c] = the sum over chunk = 0..chunks-1 of partial[chunk * cols + c], rounded once to T, in a fixed order:
-// the G = blockDim.x / 32 lanes of a column each add the chunks g, g + G, ... in turn, then the G lane sums are
-// added in lane order (deterministic for a given blockDim). chunks == 0 gives zeros.
-// Launch: 1-D block, a multiple of 32 threads <= 1024 (256: 8 lanes per column), grid = ceil(cols / 32)
-// (a block takes 32 columns; any grid is correct: grid-stride over them), dependent=True after the kernel that
-// writes partial (it waits for it in kk::pdl_wait), or after another such kk_column_sum (the waits chain).
-// One column per thread (the earlier form) read ~4 MB of partials at ~0.3 TB/s: 14 us for 263 chunks of 4096.
+// out_y[c] = the sum over chunk = 0..chunks-1 of partial[(y * chunks + chunk) * cols + c], rounded once to T, for
+// y = blockIdx.y: out0 (y = 0) and out1 (y = 1, LayerNorm's bias gradient beside its weight's; nullptr with a grid
+// of one row), in a fixed order: the G = blockDim.x / 32 lanes of a column each add the chunks g, g + G, ... in
+// turn, then the G lane sums are added in lane order (deterministic for a given blockDim). chunks == 0 gives zeros.
+// Launch: 1-D block, a multiple of 32 threads <= 1024 (256: 8 lanes per column), grid = (ceil(cols / 32), outputs)
+// (a block takes 32 columns; any grid.x is correct: grid-stride over them; grid.y > 2 or a null output traps),
+// dependent=True after the kernel that writes partial (it waits for it in kk::pdl_wait), or after another such
+// kk_column_sum (the waits chain). One column per thread (the earlier form) read ~4 MB of partials at ~0.3 TB/s:
+// 14 us for 263 chunks of 4096. Both outputs in one launch, where LayerNorm's backward had a second one.
 template <typename T>
 __global__ void __maxnreg__(64)
-kk_column_sum(const typename kk::Acc<T>::type* __restrict__ partial, T* __restrict__ out, long long chunks,
-              long long cols) {
+kk_column_sum(const typename kk::Acc<T>::type* __restrict__ partial, T* __restrict__ out0, T* __restrict__ out1,
+              long long chunks, long long cols) {
   using A = typename kk::Acc<T>::type;
   constexpr int L = 8;  // loads in flight per thread (the adds stay sequential)
   __shared__ A lanes[1024];
+  T* out = blockIdx.y == 0 ? out0 : out1;
+  if (gridDim.y > 2 || out == nullptr) __trap();
+  partial += blockIdx.y * chunks * cols;
   kk::pdl_wait();  // launched dependent on the kernel that writes partial
   const int G = blockDim.x >> 5, g = threadIdx.x >> 5, lc = threadIdx.x & 31;
   for (long long c0 = (long long)blockIdx.x * 32; c0 < cols; c0 += (long long)gridDim.x * 32) {

@@ -988,7 +988,7 @@ kk_rms_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, T* __rest
 // (g_extra: for add_rms_norm the gradient flowing into new_residual, with EXTRA = true; without it,
 // EXTRA = false and g_extra == nullptr, else the kernel traps);
 // partial[chunk*cols + c] = sum over the chunk's rows of gy*xhat (A), chunk k = rows
-// [k*rows_per_chunk, min(rows, (k+1)*rows_per_chunk)). Reduce with kk_column_sum(partial, dw, nchunks, cols)
+// [k*rows_per_chunk, min(rows, (k+1)*rows_per_chunk)). Reduce with kk_column_sum(partial, dw, nullptr, nchunks, cols)
 // from common.cuh.
 // Launch: blockDim = (R, Y), R * Y <= 512, R a power of two <= 32 or a multiple of 32, R*Y % 32 == 0.
 //   NP = kNpBwd (float 4, others 2): E = NP * VEC = 16 elements per thread (double 4).
@@ -1024,7 +1024,8 @@ kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __re
 
 // LayerNorm backward: xhat = (x - mean)*rstd, g = gy*w:
 //   gx = round(rstd*(g - sum(g)/cols - xhat*sum(g*xhat)/cols));
-//   partial_w[chunk*cols + c] = chunk sum of gy*xhat, partial_b[...] = chunk sum of gy (A).
+//   partial_w[chunk*cols + c] = chunk sum of gy*xhat, partial_b[...] = chunk sum of gy (A). With partial_b =
+//   partial_w + nchunks*cols, one kk_column_sum(partial_w, dw, db, nchunks, cols) on a grid of two rows sums both.
 // Launch: exactly as kk_rms_norm_bwd.
 template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool SPLIT = false, int SMEM = 0>
 __global__ void __launch_bounds__(512, MINB)

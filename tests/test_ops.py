@@ -276,19 +276,38 @@ def test_bias_gelu_kernels_are_correct_for_any_grid(rows, cols):
 @pytest.mark.parametrize("chunks,cols", [(0, 5), (1, 33), (263, 4096), (70, 1000), (9, 31)])
 def test_column_sum_for_any_launch(chunks, cols):
     """kk_column_sum adds each column of the partials for any block (lanes of chunks per column) and grid
-    (grid-stride over 32-column tiles), the same bits for a given block."""
+    (grid-stride over 32-column tiles), the same bits for a given block; a second grid row sums the next
+    chunks x cols partials into the second output."""
     from kernelkit.ops._runtime import cdiv, kernel
 
     column_sum = kernel("norms", "kk_column_sum<__nv_bfloat16>")
-    part = rand(chunks, cols, device="cuda")
-    want = part.double().sum(0).to(torch.bfloat16).cpu()
+    part = rand(2, chunks, cols, device="cuda")
+    want = part.double().sum(1).to(torch.bfloat16).cpu()
+    nan = lambda: torch.full((cols,), float("nan"), dtype=torch.bfloat16, device="cuda")  # noqa: E731
     for grid, block in [(cdiv(cols, 32), 256), (1, 32), (3, 96), (cdiv(cols, 32), 1024)]:
-        outs = []
+        one, both = [], []
         for _ in range(2):
-            outs.append(torch.full((cols,), float("nan"), dtype=torch.bfloat16, device="cuda"))
-            column_sum.launch(grid, block, (part, outs[-1], chunks, cols))
-        torch.testing.assert_close(outs[0].cpu(), want, atol=1e-2, rtol=1e-2)
-        assert torch.equal(outs[0], outs[1])
+            one.append(nan())
+            column_sum.launch(grid, block, (part, one[-1], 0, chunks, cols))
+            both.append((nan(), nan()))
+            column_sum.launch((grid, 2), block, (part, *both[-1], chunks, cols))
+        torch.testing.assert_close(one[0].cpu(), want[0], atol=1e-2, rtol=1e-2)
+        torch.testing.assert_close(torch.stack(both[0]).cpu(), want, atol=1e-2, rtol=1e-2)
+        assert torch.equal(one[0], one[1]) and torch.equal(one[0], both[0][0])
+        assert torch.equal(torch.stack(both[0]), torch.stack(both[1]))
+
+
+@gpu
+@pytest.mark.parametrize("grid, outs", [((4, 3), "o, o"), ((4, 2), "o, 0")], ids=["three-rows", "null-second"])
+def test_column_sum_misuse_fails_the_launch(launch_in_subprocess, grid, outs):
+    """A kk_column_sum grid of more rows than it has outputs, or a null output for a grid row, traps: a LaunchError
+    naming the kernel, in a subprocess (the trap ends the CUDA context)."""
+    stdout, printed = launch_in_subprocess(f"""
+        from kernelkit.ops._runtime import kernel
+        part, o = torch.zeros(3, 4, 128, device="cuda"), torch.empty(128, device="cuda", dtype=torch.bfloat16)
+        kernel("norms", "kk_column_sum<__nv_bfloat16>").launch({grid}, 256, (part, {outs}, 4, 128))
+    """)
+    assert "LAUNCH_ERROR kernel 'kk_column_sum<__nv_bfloat16>' failed" in stdout, printed
 
 
 @gpu

@@ -220,7 +220,7 @@ def _launch_backward(
     name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple, extra: bool = False, **stats
 ) -> None:
     """One chunk of rows per block (per cluster when rows are split) writes its column partials of the
-    weight (and bias) gradient; kk_column_sum adds them in chunk order (deterministic), launched dependent
+    weight (and bias) gradient; one kk_column_sum adds them in chunk order (deterministic), launched dependent
     (programmatic dependent launch: scheduled before the backward kernel ends). ``extra``: head carries
     g_extra."""
     cols = x.shape[-1]
@@ -235,10 +235,17 @@ def _launch_backward(
     chunks = min(cdiv(rows, shape.per_block), shape.cap)
     rows_per_chunk = cdiv(rows, chunks)
     chunks = cdiv(rows, rows_per_chunk)
-    partials = [torch.empty((chunks, cols), dtype=acc_dtype(x.dtype), device=x.device) for _ in grads]
-    shape.launch(chunks, (*head, gx, *partials, rows, cols, rows_per_chunk))
-    for p, g in zip(partials, grads):  # kk_column_sum: 32 columns per block
-        column_sum.launch(cdiv(cols, 32), BLOCK, (p, g, chunks, cols), dependent=True)
+    # One buffer for every gradient's partials (LayerNorm's bias after its weight), one kk_column_sum for all of them
+    # (32 columns per block, a grid row per gradient).
+    partial = x.new_empty(len(grads), chunks, cols, dtype=acc_dtype(x.dtype))
+    if len(grads) == 1:
+        shape.launch(chunks, (*head, gx, partial, rows, cols, rows_per_chunk))
+        sums = (partial, grads[0], 0, chunks, cols)
+    else:
+        bias_part = partial.data_ptr() + chunks * cols * partial.element_size()
+        shape.launch(chunks, (*head, gx, partial, bias_part, rows, cols, rows_per_chunk))
+        sums = (partial, *grads, chunks, cols)
+    column_sum.launch((cdiv(cols, 32), len(grads)), BLOCK, sums, dependent=True)
 
 
 # ---------------------------------------------------------------- rms_norm
