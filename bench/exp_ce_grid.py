@@ -9,7 +9,10 @@ kk_cross_entropy_loss as _ce_reduced_cuda launches it, at caps of 1, 2 and 4 wav
     python3 bench/exp_ce_grid.py --out ce_grid.json
 
 Verdict (H200, h200-2026-11-23-s18/ce-grid.log, when the forward and a second kernel summing its partials made the
-loss): 1, 2 and 4 waves within 1.5% of one another, no cap 0.5-3% slower; the grid stayed at one wave.
+loss): 1, 2 and 4 waves within 1.5% of one another, no cap 0.5-3% slower; the grid stayed at one wave. Session 19's
+run on the one-launch loss (h200-2026-11-23-s19/ce-grid.log) had bf16 32768 x 4096 at 73.8 us on one wave and 72.1 on
+two, as session 18's had (73.3, 72.2), and the other bf16 sizes 0.1-0.8% faster on two, float32 within 0.6% either
+way: the 16-bit forwards take two waves since.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import torch
 from sweep_common import interleaved, write_results
 
 from kernelkit.bench import copy_bandwidth
-from kernelkit.ops._runtime import cdiv, tickets
+from kernelkit.ops._runtime import cdiv, resident_blocks, tickets
 
 # the module (kernelkit.ops.softmax is the op function)
 softmax = importlib.import_module("kernelkit.ops.softmax")
@@ -32,8 +35,8 @@ WAVES = [1, 2, 4, None]  # None: no cap
 def time_case(rows, cols, dtype, copy, reps):
     logits = torch.randn(rows, cols, dtype=dtype, device="cuda")
     target = torch.randint(0, cols, (rows,), device="cuda")
-    k, one_wave, block = softmax._ce_grid(logits, "kk_cross_entropy_loss", dtype)
-    per_block = softmax._ce_shape("kk_cross_entropy_loss", dtype, cols, 0, dtype)[2]
+    k, block, per_block, _ = softmax._ce_shape("kk_cross_entropy_loss", dtype, cols, 0, dtype)
+    one_wave = resident_blocks(k, block, 0)
     stats = torch.empty(rows, 2, device="cuda")
     ticket = tickets(0, 1)
     calls, outs = {}, {}

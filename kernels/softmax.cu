@@ -805,8 +805,9 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const 
 // 4 blocks of 256 threads per SM (80 gave 3; 2 blocks of 512 against 1 for the 65536-wide rows): 84-105% of
 // copy against 72-101% (bench/sweep_llm.py, H200; U 2 and U 8 were slower). double keeps 80 (it spills at 64).
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(MAXR)), any grid, no dynamic shared memory:
-//   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), occ * SMs)
-//   else:      block per row, B = 512, grid = min(rows, occ * SMs)
+//   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), waves * occ * SMs)
+//   else:      block per row, B = 512, grid = min(rows, waves * occ * SMs)
+//   waves: 2 for 16-bit T (0.1-2.3% faster than 1, bench/exp_ce_grid.py), else 1.
 template <typename T, int U = kk_sm::kU<T>, int MAXR = sizeof(T) == 8 ? 80 : 64>
 __global__ void __maxnreg__(MAXR) kk_cross_entropy_fwd(const T* logits, const long long* target,
                                                              typename kk::Acc<T>::type* loss,
