@@ -17,13 +17,11 @@ way: the 16-bit forwards take two waves since.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 
 import torch
-from sweep_common import interleaved, write_results
+from sweep_common import interleaved, run_cases
 
-from kernelkit.bench import copy_bandwidth
 from kernelkit.ops._runtime import cdiv, resident_blocks, tickets
 
 # the module (kernelkit.ops.softmax is the op function)
@@ -66,16 +64,7 @@ def time_case(rows, cols, dtype, copy, reps):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--reps", type=int, default=100)
-    a = ap.parse_args()
-    copy = copy_bandwidth()
-    results = []
-    for rows, cols in SIZES:
-        for dtype in (torch.bfloat16, torch.float32):
-            results += time_case(rows, cols, dtype, copy, a.reps)
-    write_results(a.out, copy, results)
+    run_cases([(rows, cols, dtype) for rows, cols in SIZES for dtype in (torch.bfloat16, torch.float32)], time_case)
 
 
 if __name__ == "__main__":

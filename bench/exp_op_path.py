@@ -20,13 +20,11 @@ only (kernels/norms.cu kk_layer_norm_fwd_wide).
 
 from __future__ import annotations
 
-import argparse
-
 import torch
-from sweep_common import interleaved, source_variant, write_results
+from sweep_common import interleaved, run_cases, source_variant
 
 import kernelkit
-from kernelkit.bench import _rms_norm_reference, copy_bandwidth
+from kernelkit.bench import _rms_norm_reference
 from kernelkit.ops import norms
 from kernelkit.ops._runtime import vector_path
 
@@ -126,15 +124,7 @@ def _ln_experiments(shape, grid, pre, rows, cols, eps):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--reps", type=int, default=100)
-    a = ap.parse_args()
-    copy = copy_bandwidth()
-    results = []
-    for name, dtype, cols in CASES:
-        results += time_case(name, dtype, cols, copy, a.reps)
-    write_results(a.out, copy, results)
+    run_cases(CASES, time_case)
 
 
 if __name__ == "__main__":

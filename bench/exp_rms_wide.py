@@ -14,13 +14,11 @@ the op at float32 4096 and bf16 4096/8192, and slower at float32 8192: ops/norms
 
 from __future__ import annotations
 
-import argparse
-
 import torch
-from sweep_common import interleaved, write_results
+from sweep_common import interleaved, run_cases
 
 import kernelkit
-from kernelkit.bench import _rms_norm_reference, copy_bandwidth
+from kernelkit.bench import _rms_norm_reference
 from kernelkit.ops._runtime import CTYPE, kernel
 
 # (dtype, cols) -> [(NP, MINB, R)]
@@ -60,15 +58,7 @@ def time_case(dtype, cols, fits, copy, reps, rows=32768):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--reps", type=int, default=100)
-    a = ap.parse_args()
-    copy = copy_bandwidth()
-    results = []
-    for (dtype, cols), fits in FITS.items():
-        results += time_case(dtype, cols, fits, copy, a.reps)
-    write_results(a.out, copy, results)
+    run_cases([(dtype, cols, fits) for (dtype, cols), fits in FITS.items()], time_case)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 JSON report. Each sweep runs as a script from the repo root (python3 bench/sweep_x.py), which puts this
 directory on the import path."""
 
+import argparse
 import json
 import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -10,7 +11,7 @@ import torch
 
 import kernelkit
 from kernelkit import _native
-from kernelkit.bench import _time_interleaved
+from kernelkit.bench import _time_interleaved, copy_bandwidth
 from kernelkit.ops import norms
 
 _variants = {}
@@ -67,6 +68,17 @@ def write_results(path: Optional[str], copy_gbps: float, results: list) -> None:
         return
     with open(path, "w") as f:
         json.dump({"copy_gbps": copy_gbps, "env": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+
+
+def run_cases(cases: Sequence[tuple], time_case: Callable[..., list], reps: int = 100) -> None:
+    """An experiment's command line (--out, --reps): ``time_case(*case, copy_gbps, reps)`` for each case, its results
+    written to --out with the copy bandwidth measured once."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--reps", type=int, default=reps)
+    a = ap.parse_args()
+    copy = copy_bandwidth()
+    write_results(a.out, copy, [r for case in cases for r in time_case(*case, copy, a.reps)])
 
 
 class NormForward(NamedTuple):
