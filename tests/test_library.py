@@ -224,6 +224,39 @@ def test_eager_grad_path_matches_the_dispatchers(device):
         assert not type(axpy(x, y, 1.5).grad_fn).__name__.startswith("kktest_axpy")
 
 
+def _scaled_setup(ctx, inputs, output):
+    ctx.mark_non_differentiable(output[1])
+
+
+def _scaled_backward(ctx, grad_y, grad_stat):
+    _scaled_backward.seen.append(grad_stat)
+    return grad_y * 2, None
+
+
+_scaled_backward.seen = []
+scaled = kernelkit.op(
+    "kktest::scaled(Tensor x) -> (Tensor, Tensor)",
+    inputs={"x": TensorSpec(dtypes=FLOATS)},
+    output=(like("x"), Out(shape=lambda x: (x.shape[0],), dtype="x")),
+    backward=_scaled_backward,
+    setup_context=_scaled_setup,
+    cpu=lambda x, y, stat: (torch.mul(x, 2, out=y), torch.sum(x, -1, out=stat)),
+)(lambda x, y, stat: (torch.mul(x, 2, out=y), torch.sum(x, -1, out=stat)))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_non_differentiable_outputs_get_no_zero_filled_gradient(device):
+    """An output marked non-differentiable (a norm's per-row stats) reaches the eager path's backward as None:
+    torch's default would allocate and fill zeros for it on every backward."""
+    x = torch.randn(3, 5, device=device, requires_grad=True)
+    _scaled_backward.seen.clear()
+    y, stat = scaled(x)
+    assert not stat.requires_grad
+    (gx,) = torch.autograd.grad(y, x, torch.ones_like(y))
+    assert torch.equal(gx, torch.full_like(x, 2.0))
+    assert _scaled_backward.seen == [None]
+
+
 def _strides_seen(x, out):
     out.copy_(x * 2)
     _strides_seen.last = x.stride()

@@ -402,6 +402,9 @@ def _autograd_apply(qualname: str, impl: Callable, setup_context: Optional[Calla
     autograd kernel, default filling and redispatch cost more host time than a whole op launch)."""
 
     def forward(ctx, *args):
+        # Outputs marked non-differentiable (the per-row stats) then reach ``backward`` as None. By default torch
+        # allocates and zero-fills a tensor for each on every backward: a launch each (AOTAutograd sets the same).
+        ctx._materialize_non_diff_grads = False
         out = impl(*args)
         if setup_context is not None:
             setup_context(ctx=ctx, inputs=args, output=out)
