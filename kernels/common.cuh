@@ -73,6 +73,24 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// The last block to finish a piece of work does its final step, with no second launch: each of the `arrivals`
+// blocks that share `ticket` (a zeroed counter) calls this once all its threads have written their part, and it
+// returns true in every thread of the block that arrives last, to which every block's earlier writes are then
+// visible (read them with __ldcg: L1 may hold stale lines). That block sets the ticket back to 0 for the next
+// launch on the stream. Called by every thread of the block (it holds two barriers).
+__device__ __forceinline__ bool last_arrival(unsigned* ticket, unsigned arrivals) {
+  __shared__ bool last;
+  __threadfence();  // this block's writes are visible before its ticket is counted
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    last = atomicAdd(ticket, 1u) == arrivals - 1;
+    if (last) *ticket = 0u;  // every block has arrived: none counts on it again in this launch
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
 // ---- thread-block clusters (sm_90+): rows split over the CTAs of one cluster ----
 // A kernel whose rows are split (SPLIT) launches grid (G, S) with cluster dims (1, S, 1): CTA blockIdx.y
 // holds the y-th slice of the row's threads, and row sums cross CTAs through distributed shared memory.

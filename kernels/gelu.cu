@@ -242,7 +242,6 @@ __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const
                                                   T* gbias, unsigned* tickets, long long rows, long long cols,
                                                   long long rpc) {
   using A = acc_t<T>;
-  __shared__ bool last;
   // Rows per pipeline stage (each 2 tensors x 16 B per thread): 16-bit types 2 (at 2 blocks per SM);
   // float 1 at 4 blocks per SM (4% faster on the H200); double 1 (exp/erf registers).
   constexpr int U = sizeof(T) == 2 ? 2 : 1;
@@ -321,19 +320,13 @@ __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const
       }
       // The tile's last chunk to finish adds the tile's partials in chunk order and writes grad_bias: no
       // second launch. Its ticket goes back to 0 for the next launch.
-      __threadfence();  // this block's partials are visible before its ticket is counted
-      __syncthreads();
-      if (tid == 0) last = atomicAdd(tickets + tile, 1u) == (unsigned)(nchunks - 1);
-      __syncthreads();
-      if (last) {
-        __threadfence();
+      if (kk::last_arrival(tickets + tile, (unsigned)nchunks)) {
         const long long c0 = tile * tcv * W;
         for (int p = tid; p < npairs; p += nt) {
           A s = A(0);
           for (long long k = 0; k < nchunks; ++k) s += __ldcg(partial + k * cols + c0 + p);
           gbias[c0 + p] = from_acc<T>(s);
         }
-        if (tid == 0) tickets[tile] = 0u;
       }
     }
   }

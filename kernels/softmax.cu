@@ -822,11 +822,11 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_fwd(const T* logits, const lo
 
 // kk_cross_entropy_loss: the mean (mean != 0) or sum of kk_cross_entropy_fwd's row losses in one launch, and its
 // stats. Each block writes its (sum of losses, rows not ignored) to partial[2 * blockIdx.x]; the block that ends
-// last (its ticket, a zeroed counter it sets back to 0, says so; kernels/gelu.cu does the same) adds them in
-// block order: deterministic for a given grid and block. loss[0] = round_O(sum / count) when mean (0 / 0 = NaN
-// when every target is ignored, as torch), else round_O(sum), computed in A (sums) and double (counts);
-// divisor[0] = count (mean) or 1 (sum), the backward's scale divisor. One launch where a second kernel summed
-// the partials before: that kernel's launch and the partials' allocation were a quarter of the op's host time.
+// last (kk::last_arrival, as kernels/gelu.cu's) adds them in block order: deterministic for a given grid and
+// block. loss[0] = round_O(sum / count) when mean (0 / 0 = NaN when every target is ignored, as torch), else
+// round_O(sum), computed in A (sums) and double (counts); divisor[0] = count (mean) or 1 (sum), the backward's
+// scale divisor. One launch where a second kernel summed the partials before: that kernel's launch and the
+// partials' allocation were a quarter of the op's host time.
 // Launch: as kk_cross_entropy_fwd, with a grid of at least 1 (rows may be 0); partial holds 2 * grid values.
 template <typename T, typename O, int U = kk_sm::kU<T>, int MAXR = sizeof(T) == 8 ? 80 : 64>
 __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const long long* target,
@@ -841,13 +841,7 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
   // Every block writes its partial, so none returns early; rows without columns count as none.
   kk_sm::ce_fwd<T, U>(logits, target, nullptr, stats, partial, cols > 0 ? rows : 0, cols, ignore_index,
                       label_smoothing, red);
-  __shared__ bool last;
-  __threadfence();  // this block's partial is visible before its ticket is counted
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!kk::last_arrival(ticket, gridDim.x)) return;
   A s = A(0);
   double c = 0.0;
   for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) {
@@ -874,7 +868,6 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
     const A d = mean ? (A)c : A(1);
     divisor[0] = d;
     loss[0] = kk::from_acc<O>((kk::acc_t<O>)(mean ? s / d : s));
-    ticket[0] = 0u;
   }
 }
 

@@ -127,18 +127,21 @@ def tickets(device: int, n: int) -> torch.Tensor:
     return t
 
 
-_scratch: Dict[Tuple[int, int, torch.dtype], torch.Tensor] = {}
+_scratch: Dict[Tuple[int, int, torch.dtype], Tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def scratch(device: int, n: int, dtype: torch.dtype) -> torch.Tensor:
-    """At least ``n`` elements of ``dtype`` on ``device`` for what a launch writes and the same launch reads back
-    (its blocks' partial sums, read by its last block: kernels/softmax.cu kk_cross_entropy_loss). Kept per (device,
-    current stream), as :func:`tickets`: launches in one stream's order reuse it, with no allocation per call."""
+def scratch(device: int, n: int, dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(at least ``n`` elements of ``dtype``, a zeroed 32-bit ticket) on ``device``, for a launch whose blocks write
+    partial results there and whose last block (kk::last_arrival) reads them back and sets the ticket back to 0
+    (kernels/softmax.cu kk_cross_entropy_loss). Kept per (device, current stream), as :func:`tickets`: launches in
+    one stream's order reuse them, with no allocation per call and one lookup for both."""
     key = (device, torch._C._cuda_getCurrentRawStream(device), dtype)
-    t = _scratch.get(key)
-    if t is None or t.numel() < n:
-        t = _scratch[key] = torch.empty(max(n, 4096), dtype=dtype, device=torch.device("cuda", device))
-    return t
+    s = _scratch.get(key)
+    if s is None or s[0].numel() < n:
+        where = torch.device("cuda", device)
+        buf = torch.empty(max(n, 4096), dtype=dtype, device=where)
+        s = _scratch[key] = (buf, torch.zeros(1, dtype=torch.int32, device=where))
+    return s
 
 
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
