@@ -40,10 +40,6 @@ ALLOWED_SPILL = {
     # bf16 8192 x 65536 with this 4-byte spill, 1209.5 without the next row (h200-2026-11-22-s14/sweep_split-bwd-bf16).
     "kk_rms_norm_bwd<__half, false, 2, 2, true, true, 2>": 8,
     "kk_rms_norm_bwd<__nv_bfloat16, false, 2, 2, true, true, 2>": 8,
-    # float32 LayerNorm forward rows split over a cluster at 2 blocks per SM, where the row reduction's stage counter
-    # (kk::ClusterRowReduce) costs reloads: 1236.7 us at 8192 x 65536 against 1296.6 for the best fit without
-    # spills (bench/results/h200-2026-11-22-s13/sweep_split-fwd.log).
-    "kk_layer_norm_fwd<float, false, 8, 2, true>": 32,
     # float32 LayerNorm rows of 4097 to 16384 columns (ops/norms.py): 95% of copy at 8192 columns with this
     # 8-byte spill, 87.5% for 4 packs at 1 block per SM without (bench/results/h200-2026-11-22-s7/sweep_llm5.log).
     "kk_layer_norm_fwd<float, false>": 16,
@@ -95,10 +91,11 @@ def instantiations():
     # Rows split over a cluster (SPLIT), as ops/norms.py launches them.
     np_fwd = {"float": 8, "double": 4, "__half": 4, "__nv_bfloat16": 4}
     np_bwd = {"float": 4, "double": 2, "__half": 2, "__nv_bfloat16": 2}
-    norms += [f"{k}<{t}, false, {np_fwd[t]}, 2, true>" for k in fwd for t in TYPES]
+    norms += [f"{k}<{t}, false, {np_fwd[t]}, 2, true>" for k in fwd for t in TYPES if (k, t) != (fwd[2], "float")]
     norms += [
         f"kk_add_rms_norm_fwd<{t}, false, {p}, 3, true>" for t, p in (("float", 4), ("__half", 2), ("__nv_bfloat16", 2))
-    ]  # _SPLIT_FIT
+    ]  # _SPLIT_FITS
+    norms += ["kk_layer_norm_fwd<float, false, 4, 2, true>", "kk_layer_norm_fwd<float, false, 8, 1, true>"]
     norms += [f"kk_layer_norm_fwd<{t}, true, 2, 2>" for t in ("__half", "__nv_bfloat16")]  # _TAIL_FIT
     # backwards with _BWD_SPLIT_FIT's (SMEM, minimum blocks); double keeps (0, 1)
     ln = {"float": "1, true, 2", "double": "1, true, 0", "__half": "1, true, 0", "__nv_bfloat16": "1, true, 0"}

@@ -333,6 +333,24 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
   const A acols = A(cols);
   const RowCache<W, T> cache = TAIL ? row_cache<W, T>(NP * R) : RowCache<W, T>{nullptr, 0, 0};
   static_assert(ONEPASS || !SPLIT, "split rows take the one-pass sums");
+  // Split rows: a CTA takes the same column slice of every row it loops over, so its w and b packs are staged once
+  // in dynamic shared memory ([w, b][pack][thread], 16 bytes each: a warp's accesses are consecutive; only the
+  // thread that stores a slot reads it, so no barrier) instead of read from L2 in every row's output pass, where
+  // they were twice the row's own DRAM bytes in 16-bit. At 8192 x 65536 on an H200 (bench/exp_split_params.py,
+  // h200-2026-11-23-s20): bf16 613.9 -> 597.1 us; float32 1190.4 -> 1121.5, with 4 packs over 8 CTAs (the 8 packs'
+  // slots would not fit two blocks per SM).
+  extern __shared__ uint4 kk_norms_dyn[];
+  T* const params = reinterpret_cast<T*>(kk_norms_dyn) + threadIdx.x * W;  // this thread's slots, blockDim.x * W apart
+  auto param_slot = [&](int a, int k) { return params + (a * NP + k) * int(blockDim.x) * W; };
+  if constexpr (SPLIT) {
+    if (kk::dyn_smem_bytes() < 2u * NP * blockDim.x * 16u) __trap();
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const long long p = k * R + tx;
+      kk::sts<W>(param_slot(0, k), p < cv ? load_vec<W, kLnFwdLd>(w + p * W) : kk::zero_vec<T, W>());
+      kk::sts<W>(param_slot(1, k), p < cv ? load_vec<W, kLnFwdLd>(b + p * W) : kk::zero_vec<T, W>());
+    }
+  }
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
     const bool act = row < rows;
@@ -424,8 +442,13 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
       if (act && p < cv) {
         A a[W], g[W], c[W];
         kk::vec_to_acc(h[k], a);
-        kk::vec_to_acc(load_vec<W, kLnFwdLd>(w + p * W), g);
-        kk::vec_to_acc(load_vec<W, kLnFwdLd>(b + p * W), c);
+        if constexpr (SPLIT) {
+          kk::vec_to_acc(kk::lds<W>(param_slot(0, k)), g);
+          kk::vec_to_acc(kk::lds<W>(param_slot(1, k)), c);
+        } else {
+          kk::vec_to_acc(load_vec<W, kLnFwdLd>(w + p * W), g);
+          kk::vec_to_acc(load_vec<W, kLnFwdLd>(b + p * W), c);
+        }
 #pragma unroll
         for (int j = 0; j < W; ++j) a[j] = kk::fma_acc((a[j] - mu) * rs, g[j], c[j]);
         store_vec<W, SPLIT>(y + off + p * W, kk::acc_to_vec<T, W>(a));
@@ -927,7 +950,8 @@ kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, con
 // LayerNorm forward: y = round((x - mean) * rstd * w + b); mean/rstd per row in A (each may be nullptr).
 // Launch: as kk_rms_norm_fwd, but TAIL rows with Y = 1 may have S bytes of dynamic shared memory (a multiple of
 //   the pack size: 16 bytes on the vector path, sizeof(T) otherwise), which caches the first packs of the tail
-//   for the later passes (RowCache).
+//   for the later passes (RowCache); SPLIT rows take 2 * NP * 16 bytes per thread of dynamic shared memory (their w and
+//   b packs; less traps).
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,

@@ -168,6 +168,24 @@ def test_wide_norm_launch_checks_fail_the_launch(launch_in_subprocess, expr, dty
     assert f"LAUNCH_ERROR kernel '{expr}' failed" in stdout, printed
 
 
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
+def test_split_layer_norm_without_its_parameter_slots_fails_the_launch(launch_in_subprocess):
+    """A LayerNorm forward split over a cluster stages its w and b packs in dynamic shared memory (2 * NP * 16 bytes
+    per thread): a launch with less fails with an error that names the kernel, where the right amount runs."""
+    expr = "kk_layer_norm_fwd<float, false, 4, 2, true>"
+    for smem, want in ((2 * 4 * 16 * 512 - 16, f"LAUNCH_ERROR kernel '{expr}' failed"), (2 * 4 * 16 * 512, "NO ERROR")):
+        stdout, printed = launch_in_subprocess(f"""
+            from kernelkit.ops._runtime import kernel
+            rows, cols = 16, 65536
+            x = torch.randn(rows, cols, device="cuda")
+            w, b = torch.ones(cols, device="cuda"), torch.zeros(cols, device="cuda")
+            y, stat = torch.empty_like(x), torch.empty(rows, device="cuda")
+            args = (x, w, b, y, stat, stat, rows, cols, 1e-5)
+            kernel("norms", "{expr}").launch((8, 8), (512, 1), args, {smem}, cluster=(1, 8, 1))
+        """)
+        assert want in stdout, printed
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", WIDTHS)
 @pytest.mark.parametrize("offset", [0, 1])
@@ -233,14 +251,18 @@ def test_softmax_rows_split_over_a_cluster(dtype, cols):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", [4096, 8192, 16392, 40960, 65536])
-def test_norm_backwards_with_many_rows_per_chunk(dtype, cols):
+def test_norms_with_many_rows_per_chunk(dtype, cols):
     """Backward rows held by one block (4096, 8192) or split over clusters of 3, 5 and 8 CTAs on sm_90+, with
     more rows than resident blocks or clusters: each sums the weight (and bias) gradients of several rows in
     shared-memory slots or registers (ops/norms.py _BWD_SPLIT_FIT, _BWD_HELD_FIT), and the clusters alternate
-    their exchange slots. The gradients agree with the CPU and are bitwise the same across runs."""
+    their exchange slots. The gradients agree with the CPU and are bitwise the same across runs. The forwards'
+    split rows loop too (LayerNorm's reading the w and b packs its CTAs staged once in shared memory)."""
     rows = 600 if cols <= 8192 else 200
     x, r, g = (rand(rows, cols, dtype) for _ in range(3))
     w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
+    for fn, args in ((norms._rms_norm, (x, w, 1e-6)), (norms._layer_norm, (x, w, b, 1e-5))):
+        out, outc = both(fn, *args)
+        agree(out[0], outc[0], dtype)
     _, rstd = norms._rms_norm(x, w, 1e-6)
     _, mean, lrstd = norms._layer_norm(x, w, b, 1e-5)
     cases = [

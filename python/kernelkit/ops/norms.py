@@ -83,8 +83,14 @@ _WIDE_FIT = {
 # Rows split over a cluster (SPLIT): (packs, minimum blocks) where other than (_FWD_PACKS, 2) measured faster: half
 # the packs over 8 CTAs at 40 registers, for add_rms_norm (two inputs, two outputs). At 8192 x 65536 on an H200
 # (bench/sweep_split.py --forward-only, h200-2026-11-22-s13): bf16 1186.1 -> 1110.0 us, float32 2436.2 -> 2198.2.
-# The other forwards measured slower with half the packs.
-_SPLIT_FIT = {("kk_add_rms_norm_fwd", t): (4, 3) if t == _F32 else (2, 3) for t in (_F32, *_B16)}
+# The other forwards measured slower with half the packs. The LayerNorm forward keeps its w and b packs in shared
+# memory when split (2 * packs * 16 bytes per thread), which in float32 fits two blocks per SM at 4 packs but only
+# one at 8: 1190.4 (8 packs over 4 CTAs) -> 1121.5 us (bench/exp_split_params.py, h200-2026-11-23-s20).
+# The fits are tried in order, the next where one takes more than 8 CTAs; (default packs, 2) where not listed.
+_SPLIT_FITS = {
+    **{("kk_add_rms_norm_fwd", t): [(4, 3) if t == _F32 else (2, 3), (_FWD_PACKS[t], 2)] for t in (_F32, *_B16)},
+    ("kk_layer_norm_fwd", _F32): [(4, 2), (8, 1)],
+}
 # 16-bit LayerNorm rows too long to split over 8 CTAs (16-byte path): one block per row with 2 packs per thread at
 # 2 blocks per SM, the tail cached in shared memory for the later passes (kernels/norms.cu RowCache). At 65536
 # columns the cache had beaten the split (838 -> 739 us, h200-2026-11-22-s11) until the row sums crossed the
@@ -155,10 +161,10 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
         # Rows too long for one block's registers: split over a cluster (without the tail code every
         # forward fits its default packs in 64 registers), else stream the tail.
         packs = _FWD_PACKS[dtype]
-        # The measured fit first, then the default packs where the fit takes more than 8 CTAs.
-        fits = ([_SPLIT_FIT[name, dtype]] if (name, dtype) in _SPLIT_FIT else []) + [(packs, 2)]
-        for p, m in fits if vec else ():
-            split = split_shape("norms", f"{name}<{CTYPE[dtype]}, false, {p}, {m}, true>", p, dtype, cols, dev)
+        for p, m in _SPLIT_FITS.get((name, dtype), [(packs, 2)]) if vec else ():
+            params = 2 * p * 16 if name == "kk_layer_norm_fwd" else 0  # its w and b packs (shared memory)
+            expr = f"{name}<{CTYPE[dtype]}, false, {p}, {m}, true>"
+            split = split_shape("norms", expr, p, dtype, cols, dev, params)
             if split:
                 return split
         if vec and (name, dtype) in _TAIL_FIT:
