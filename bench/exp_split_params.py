@@ -1,5 +1,5 @@
 # ruff: noqa: E731
-"""Experiment: where LayerNorm rows split over a cluster (8192 x 65536) take their weight and bias packs from.
+"""Experiment: where the norm forwards' rows split over a cluster (8192 x 65536) take their parameter packs from.
 
 A split row's CTA takes the same column slice of every row it loops over. Session 18's kernel loaded its w and b packs
 again for each row's output pass, from L2: twice the bytes of the row it reads from DRAM, for 16-bit LayerNorm.
@@ -12,11 +12,11 @@ again for each row's output pass, from L2: twice the bytes of the row it reads f
   SM at 4 packs over 8 CTAs. Against per-row loads (h200-2026-11-23-s20/split-params-smem.log): bf16 613.9 ->
   597.1 us; float32 1190.4 (8 packs, 4 CTAs) -> 1121.5 (4 packs, 8 CTAs), 84.9 -> 90.1% of copy.
 
-This times the shipped op, the shipped kernel (A) and variant L2 (A with the output pass reading w and b per row
-from global memory again, the staging left in) at several fits (register packs, minimum blocks per SM), on the
-resident clusters; outputs are checked bitwise against the op's:
+This times the shipped op, the shipped kernel (A), variant L2 (LayerNorm's output pass reading w and b per row from
+global memory again, the staging left in) and variant S (RMSNorm staging its w, below) at several fits (register
+packs, minimum blocks per SM), on the resident clusters; outputs are checked bitwise against the op's:
 
-    python3 bench/exp_split_params.py --out split_params.json
+    python3 bench/exp_split_params.py --out split_params.json [--only rms]
 """
 
 from __future__ import annotations
@@ -40,10 +40,39 @@ PER_ROW_LOADS = [
         r"kk::vec_to_acc(load_vec<W, kLnFwdLd>(b + p * W), c);",
     ),
 ]
-# dtype -> [(source, register packs, minimum blocks)]
+# RMSNorm's split forwards still read their w packs from L2 per row. Variant S stages them as LayerNorm's are
+# (packs * 16 bytes per thread). Measured (split-params-final.log): rms_norm bf16 553.5 -> 540.2 us, float32 1075.7
+# -> 1049.8; add_rms_norm bf16 1110.5 -> 1053.7, float32 2124.9 -> 2102.9. To be adopted once its shipped form has
+# run on a GPU.
+RMS_STAGED = [
+    (
+        r"(  const A acols = A\(cols\);\n)(  for \(long long rb = \(long long\)blockIdx\.x \* blockDim\.y;)",
+        r"""\1  extern __shared__ uint4 kk_norms_dyn[];
+  T* const wslots = reinterpret_cast<T*>(kk_norms_dyn) + threadIdx.x * W;
+  if constexpr (SPLIT) {
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const long long p = k * R + tx;
+      kk::sts<W>(wslots + k * int(blockDim.x) * W, p < cv ? load_vec<W, kRmsFwdLd>(w + p * W) : kk::zero_vec<T, W>());
+    }
+  }
+\2""",
+    ),
+    (
+        r"        kk::vec_to_acc\(load_vec<W, kRmsFwdLd>\(w \+ p \* W\), g\);\n",
+        r"""        if constexpr (SPLIT) kk::vec_to_acc(kk::lds<W>(wslots + k * int(blockDim.x) * W), g);
+        else kk::vec_to_acc(load_vec<W, kRmsFwdLd>(w + p * W), g);
+""",
+    ),
+]
+# (kernel, dtype) -> [(source, register packs, minimum blocks)]
 FITS = {
-    torch.bfloat16: [("A", 4, 2), ("L2", 4, 2), ("A", 2, 2), ("A", 4, 1)],
-    torch.float32: [("A", 4, 2), ("L2", 4, 2), ("L2", 8, 2), ("A", 8, 1)],
+    ("kk_layer_norm_fwd", torch.bfloat16): [("A", 4, 2), ("L2", 4, 2), ("A", 2, 2), ("A", 4, 1)],
+    ("kk_layer_norm_fwd", torch.float32): [("A", 4, 2), ("L2", 4, 2), ("L2", 8, 2), ("A", 8, 1)],
+    ("kk_rms_norm_fwd", torch.bfloat16): [("A", 4, 2), ("S", 4, 2)],
+    ("kk_rms_norm_fwd", torch.float32): [("A", 8, 2), ("S", 8, 2), ("S", 4, 2)],
+    ("kk_add_rms_norm_fwd", torch.bfloat16): [("A", 2, 3), ("S", 2, 3)],
+    ("kk_add_rms_norm_fwd", torch.float32): [("A", 4, 3), ("S", 4, 3)],
 }
 
 
@@ -51,19 +80,23 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--reps", type=int, default=40)
+    ap.add_argument("--only", help="kernels whose name contains this (e.g. rms)")
     a = ap.parse_args()
-    per_row = source_variant("norms", PER_ROW_LOADS)
+    variants = {"L2": source_variant("norms", PER_ROW_LOADS), "S": source_variant("norms", RMS_STAGED, count=1)}
     copy = copy_bandwidth()
     results = []
-    for dtype, fits in FITS.items():
-        op, args, eps, y, _, nbytes = norm_forward("kk_layer_norm_fwd", dtype, ROWS, COLS)
+    for (name, dtype), fits in FITS.items():
+        if a.only and a.only not in name:
+            continue
+        op, args, eps, y, _, nbytes = norm_forward(name, dtype, ROWS, COLS)
         ref = op()[0].clone()
         calls = {"op": [op]}
         for src, np_, minb in fits:
-            e = f"kk_layer_norm_fwd<{CTYPE[dtype]}, false, {np_}, {minb}, true>"
-            k = kernel("norms", e) if src == "A" else per_row.kernel(e)
+            e = f"{name}<{CTYPE[dtype]}, false, {np_}, {minb}, true>"
+            k = kernel("norms", e) if src == "A" else variants[src].kernel(e)
             ctas = cdiv(COLS, 512 * np_ * VEC[dtype])
-            smem = 2 * np_ * 16 * 512  # the w and b slots
+            # the w and b slots (LayerNorm, both sources); RMSNorm's w slots in S
+            smem = (2 if name == "kk_layer_norm_fwd" else src == "S") * np_ * 16 * 512
             grid = k.max_active_clusters((512, 1), (1, ctas, 1), smem)
             if not grid:
                 print(f"  {src} NP {np_} minb {minb}: no cluster fits", flush=True)
@@ -77,9 +110,10 @@ def main() -> None:
             tag = f"{src} NP {np_} minb {minb} ({ctas} CTAs, {grid} clusters)"
             print(f"  {tag}: bitwise equal to the op: {torch.equal(y, ref)}", flush=True)
             calls[tag] = [go]
+        case = f"{name[3:-4]} {str(dtype)[6:]}"
         for tag, us, pct, _ in interleaved(calls, a.reps, nbytes, copy):
-            print(f"layer_norm {str(dtype)[6:]:8s} {ROWS}x{COLS} {tag:40s} {us:8.1f} us {pct:5.1f}%", flush=True)
-            results.append({"case": f"layer_norm {str(dtype)[6:]}", "variant": tag, "us": us, "pct_copy": pct})
+            print(f"{case:24s} {ROWS}x{COLS} {tag:40s} {us:8.1f} us {pct:5.1f}%", flush=True)
+            results.append({"case": case, "variant": tag, "us": us, "pct_copy": pct})
     write_results(a.out, copy, results)
 
 

@@ -153,14 +153,18 @@ def main():
         help="only the backwards of rows one block holds (32768 x 4096 and 8192), registers against shared memory",
     )
     ap.add_argument("--dtypes", nargs="*", default=["bfloat16", "float32"])
+    ap.add_argument("--names", nargs="*", default=["kk_rms_norm_bwd", "kk_add_rms_norm_bwd", "kk_layer_norm_bwd"])
+    ap.add_argument(
+        "--all-fits", action="store_true", help="held backwards: every (SMEM, minimum blocks, prefetch), as the split"
+    )
     args = ap.parse_args()
     dtypes = [getattr(torch, d) for d in args.dtypes]
     results = []
     if args.held_backward:
         for dtype in dtypes:
-            for name in ("kk_rms_norm_bwd", "kk_add_rms_norm_bwd", "kk_layer_norm_bwd"):
+            for name in args.names:
                 for cols in (4096, 8192):
-                    fits = [(0, 1, None), (1, 1, None), (2, 2, None)]
+                    fits = None if args.all_fits else [(0, 1, None), (1, 1, None), (2, 2, None)]
                     guarded(name, lambda: backward(name, dtype, results, 32768, cols, fits))
         write_results(args.out, copy_bandwidth(), results)
         return

@@ -38,8 +38,10 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 // How the kernels load rows and weights (kk::Load), measured against kNc on an H200 (bench/ab_source.py, bench/NOTES.md
 // session 17). kKeep made the RMSNorm forwards 1.7-4.2% faster and the float32 backwards 2-2.6%; LayerNorm's forward
 // rows 1-10% slower (weights: within 1%), the 16-bit backwards' rows 1-4% slower; the lean float LayerNorm forward
-// (ln_fwd_wide_run) 3-4% faster (bench/exp_looped_rows.py ln_modes).
-constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc, kLnWideLd = kk::kKeep;
+// (ln_fwd_wide_run) 3-4% faster (bench/exp_looped_rows.py ln_modes). LayerNorm's rows split over a cluster, once their
+// weights came from shared memory: float32 8192 x 65536 1141.9 -> 1112.8 us, bf16 598.8 -> 598.7, while its held
+// bf16 rows stayed 0.8-1.8% slower (h200-2026-11-23-s20/ab-ln-keep.json).
+constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc, kLnSplitLd = kk::kKeep, kLnWideLd = kk::kKeep;
 template <typename T> constexpr int kBwdLd = sizeof(T) == 4 ? kk::kKeep : kk::kNc;
 
 __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
@@ -333,6 +335,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
   const A acols = A(cols);
   const RowCache<W, T> cache = TAIL ? row_cache<W, T>(NP * R) : RowCache<W, T>{nullptr, 0, 0};
   static_assert(ONEPASS || !SPLIT, "split rows take the one-pass sums");
+  constexpr int kRowLd = SPLIT ? kLnSplitLd : kLnFwdLd;
   // Split rows: a CTA takes the same column slice of every row it loops over, so its w and b packs are staged once
   // in dynamic shared memory ([w, b][pack][thread], 16 bytes each: a warp's accesses are consecutive; only the
   // thread that stores a slot reads it, so no barrier) instead of read from L2 in every row's output pass, where
@@ -362,8 +365,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
     for (int k = 0; k < NP; ++k) {
       const long long p = k * R + tx;
       // As in rms_fwd_run: whole words for 16-bit packs, the select for float ones.
-      if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kLnFwdLd>(x + off + p * W, act && p < cv);
-      else h[k] = (act && p < cv) ? load_vec<W, kLnFwdLd>(x + off + p * W) : kk::zero_vec<T, W>();
+      if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kRowLd>(x + off + p * W, act && p < cv);
+      else h[k] = (act && p < cv) ? load_vec<W, kRowLd>(x + off + p * W) : kk::zero_vec<T, W>();
     }
     // s[0]: sum of x; s[1]: sum of x^2 (ONEPASS); then s[0]: sum of (x - mu)^2 where the second pass runs.
     A s[2] = {A(0), A(0)};
