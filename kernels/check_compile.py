@@ -91,11 +91,13 @@ def instantiations():
     # Rows split over a cluster (SPLIT), as ops/norms.py launches them.
     np_fwd = {"float": 8, "double": 4, "__half": 4, "__nv_bfloat16": 4}
     np_bwd = {"float": 4, "double": 2, "__half": 2, "__nv_bfloat16": 2}
-    norms += [f"{k}<{t}, false, {np_fwd[t]}, 2, true>" for k in fwd for t in TYPES if (k, t) != (fwd[2], "float")]
+    # _SPLIT_FITS: the default (packs, 2), add_rms_norm's own first fit, float32 LayerNorm's two instead of the default
+    split_ln_f32 = ["kk_layer_norm_fwd<float, false, 4, 2, true>", "kk_layer_norm_fwd<float, false, 8, 1, true>"]
+    norms += [f"{k}<{t}, false, {np_fwd[t]}, 2, true>" for k in fwd for t in TYPES]
+    norms = [n for n in norms if n != "kk_layer_norm_fwd<float, false, 8, 2, true>"] + split_ln_f32
     norms += [
         f"kk_add_rms_norm_fwd<{t}, false, {p}, 3, true>" for t, p in (("float", 4), ("__half", 2), ("__nv_bfloat16", 2))
-    ]  # _SPLIT_FITS
-    norms += ["kk_layer_norm_fwd<float, false, 4, 2, true>", "kk_layer_norm_fwd<float, false, 8, 1, true>"]
+    ]
     norms += [f"kk_layer_norm_fwd<{t}, true, 2, 2>" for t in ("__half", "__nv_bfloat16")]  # _TAIL_FIT
     # backwards with _BWD_SPLIT_FIT's (SMEM, minimum blocks); double keeps (0, 1)
     ln = {"float": "1, true, 2", "double": "1, true, 0", "__half": "1, true, 0", "__nv_bfloat16": "1, true, 0"}
