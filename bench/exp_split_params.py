@@ -1,20 +1,23 @@
 # ruff: noqa: E731
 """Experiment: where the norm forwards' rows split over a cluster (8192 x 65536) take their parameter packs from.
 
-A split row's CTA takes the same column slice of every row it loops over. Session 18's kernel loaded its w and b packs
-again for each row's output pass, from L2: twice the bytes of the row it reads from DRAM, for 16-bit LayerNorm.
+A split row's CTA takes the same column slice of every row it loops over. Until session 20 the kernels loaded their w
+(LayerNorm: and b) packs again for each row's output pass, from L2: for 16-bit LayerNorm twice the bytes of the row
+it reads from DRAM.
 
-- Registers (session 18): the packs loaded once per CTA, before the row loop. They fit without spills only at one
-  block per SM, where it was 5% faster than loading per row but far slower than the two-block fit (bf16 821.5
+- Registers (session 18): LayerNorm's packs loaded once per CTA, before the row loop. They fit without spills only at
+  one block per SM, where it was 5% faster than loading per row but far slower than the two-block fit (bf16 821.5
   against 615.3 us; float32 1310.7 against 1191.8; h200-2026-11-23-s18/split-params.log). Not adopted.
 - Shared memory (session 20, shipped): the packs staged once per CTA in dynamic shared memory, thread-owned slots
-  (kernels/norms.cu ln_fwd_run). They take no registers, so bf16 keeps its fit, and float32 fits two blocks per
-  SM at 4 packs over 8 CTAs. Against per-row loads (h200-2026-11-23-s20/split-params-smem.log): bf16 613.9 ->
-  597.1 us; float32 1190.4 (8 packs, 4 CTAs) -> 1121.5 (4 packs, 8 CTAs), 84.9 -> 90.1% of copy.
+  (kernels/norms.cu ParamSlots). They take no registers, so the 16-bit fits stay, and float32 LayerNorm fits two
+  blocks per SM at 4 packs over 8 CTAs. Against per-row loads (h200-2026-11-23-s20/split-params-smem.log and
+  split-params-final.log): LayerNorm bf16 613.9 -> 597.1 us, float32 1190.4 (8 packs, 4 CTAs) -> 1121.5 (4 packs,
+  8 CTAs); rms_norm bf16 553.5 -> 540.2, float32 1075.7 -> 1049.8; add_rms_norm bf16 1110.5 -> 1053.7, float32
+  2124.9 -> 2102.9.
 
-This times the shipped op, the shipped kernel (A), variant L2 (LayerNorm's output pass reading w and b per row from
-global memory again, the staging left in) and variant S (RMSNorm staging its w, below) at several fits (register
-packs, minimum blocks per SM), on the resident clusters; outputs are checked bitwise against the op's:
+This times the shipped op, the shipped kernel (A) and variant L2 (A with the output pass reading its parameters per
+row from global memory again, the staging left in) at several fits (register packs, minimum blocks per SM), on the
+resident clusters; outputs are checked bitwise against the op's:
 
     python3 bench/exp_split_params.py --out split_params.json [--only rms]
 """
@@ -30,49 +33,25 @@ from kernelkit.bench import copy_bandwidth
 from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel
 
 ROWS, COLS = 8192, 65536
+# Variant L2: the output pass reads the parameter packs per row from global memory again (the staging left in).
 PER_ROW_LOADS = [
     (
-        r"kk::vec_to_acc\(kk::lds<W>\(param_slot\(0, k\)\), g\);",
-        r"kk::vec_to_acc(load_vec<W, kLnFwdLd>(w + p * W), g);",
+        r"kk::vec_to_acc\(params\.get\(0, k\), g\);\n(\s+)kk::vec_to_acc\(params\.get\(1, k\), c\);",
+        r"kk::vec_to_acc(load_vec<W, kLnFwdLd>(w + p * W), g);\n\1kk::vec_to_acc(load_vec<W, kLnFwdLd>(b + p * W), c);",
     ),
     (
-        r"kk::vec_to_acc\(kk::lds<W>\(param_slot\(1, k\)\), c\);",
-        r"kk::vec_to_acc(load_vec<W, kLnFwdLd>(b + p * W), c);",
-    ),
-]
-# RMSNorm's split forwards still read their w packs from L2 per row. Variant S stages them as LayerNorm's are
-# (packs * 16 bytes per thread). Measured (split-params-final.log): rms_norm bf16 553.5 -> 540.2 us, float32 1075.7
-# -> 1049.8; add_rms_norm bf16 1110.5 -> 1053.7, float32 2124.9 -> 2102.9. To be adopted once its shipped form has
-# run on a GPU.
-RMS_STAGED = [
-    (
-        r"(  const A acols = A\(cols\);\n)(  for \(long long rb = \(long long\)blockIdx\.x \* blockDim\.y;)",
-        r"""\1  extern __shared__ uint4 kk_norms_dyn[];
-  T* const wslots = reinterpret_cast<T*>(kk_norms_dyn) + threadIdx.x * W;
-  if constexpr (SPLIT) {
-#pragma unroll
-    for (int k = 0; k < NP; ++k) {
-      const long long p = k * R + tx;
-      kk::sts<W>(wslots + k * int(blockDim.x) * W, p < cv ? load_vec<W, kRmsFwdLd>(w + p * W) : kk::zero_vec<T, W>());
-    }
-  }
-\2""",
-    ),
-    (
-        r"        kk::vec_to_acc\(load_vec<W, kRmsFwdLd>\(w \+ p \* W\), g\);\n",
-        r"""        if constexpr (SPLIT) kk::vec_to_acc(kk::lds<W>(wslots + k * int(blockDim.x) * W), g);
-        else kk::vec_to_acc(load_vec<W, kRmsFwdLd>(w + p * W), g);
-""",
+        r"if constexpr \(SPLIT\) kk::vec_to_acc\(params\.get\(0, k\), g\);",
+        r"if constexpr (false) kk::vec_to_acc(params.get(0, k), g);",
     ),
 ]
 # (kernel, dtype) -> [(source, register packs, minimum blocks)]
 FITS = {
     ("kk_layer_norm_fwd", torch.bfloat16): [("A", 4, 2), ("L2", 4, 2), ("A", 2, 2), ("A", 4, 1)],
     ("kk_layer_norm_fwd", torch.float32): [("A", 4, 2), ("L2", 4, 2), ("L2", 8, 2), ("A", 8, 1)],
-    ("kk_rms_norm_fwd", torch.bfloat16): [("A", 4, 2), ("S", 4, 2)],
-    ("kk_rms_norm_fwd", torch.float32): [("A", 8, 2), ("S", 8, 2), ("S", 4, 2)],
-    ("kk_add_rms_norm_fwd", torch.bfloat16): [("A", 2, 3), ("S", 2, 3)],
-    ("kk_add_rms_norm_fwd", torch.float32): [("A", 4, 3), ("S", 4, 3)],
+    ("kk_rms_norm_fwd", torch.bfloat16): [("A", 4, 2), ("L2", 4, 2)],
+    ("kk_rms_norm_fwd", torch.float32): [("A", 8, 2), ("L2", 8, 2), ("A", 4, 2)],
+    ("kk_add_rms_norm_fwd", torch.bfloat16): [("A", 2, 3), ("L2", 2, 3)],
+    ("kk_add_rms_norm_fwd", torch.float32): [("A", 4, 3), ("L2", 4, 3)],
 }
 
 
@@ -82,7 +61,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--only", help="kernels whose name contains this (e.g. rms)")
     a = ap.parse_args()
-    variants = {"L2": source_variant("norms", PER_ROW_LOADS), "S": source_variant("norms", RMS_STAGED, count=1)}
+    per_row = source_variant("norms", PER_ROW_LOADS)
     copy = copy_bandwidth()
     results = []
     for (name, dtype), fits in FITS.items():
@@ -93,10 +72,9 @@ def main() -> None:
         calls = {"op": [op]}
         for src, np_, minb in fits:
             e = f"{name}<{CTYPE[dtype]}, false, {np_}, {minb}, true>"
-            k = kernel("norms", e) if src == "A" else variants[src].kernel(e)
+            k = kernel("norms", e) if src == "A" else per_row.kernel(e)
             ctas = cdiv(COLS, 512 * np_ * VEC[dtype])
-            # the w and b slots (LayerNorm, both sources); RMSNorm's w slots in S
-            smem = (2 if name == "kk_layer_norm_fwd" else src == "S") * np_ * 16 * 512
+            smem = (2 if name == "kk_layer_norm_fwd" else 1) * np_ * 16 * 512  # the w (and b) slots
             grid = k.max_active_clusters((512, 1), (1, ctas, 1), smem)
             if not grid:
                 print(f"  {src} NP {np_} minb {minb}: no cluster fits", flush=True)

@@ -172,6 +172,38 @@ template <int NP, int W, typename A> struct PackSlots {
   }
 };
 
+// Split rows (SPLIT): a CTA takes the same column slice of every row it loops over, so the forwards stage their
+// parameter packs (w; LayerNorm's b too) once in dynamic shared memory instead of reading them from L2 in every
+// row's output pass (in 16-bit LayerNorm, twice the row's own DRAM bytes). NPARAM x NP slots of 16 bytes per thread,
+// [param][pack][thread], so a warp's accesses are consecutive; only the thread that stores a slot reads it, so no
+// barrier. A launch with less than NPARAM * NP * 16 bytes per thread traps. At 8192 x 65536 on an H200
+// (bench/exp_split_params.py, h200-2026-11-23-s20): LayerNorm bf16 613.9 -> 597.1 us, float32 1190.4 -> 1121.5 (4
+// packs over 8 CTAs: 8 packs' slots would not fit two blocks per SM); RMSNorm bf16 553.5 -> 540.2, float32 1075.7 ->
+// 1049.8; add_rms_norm bf16 1110.5 -> 1053.7, float32 2124.9 -> 2102.9.
+// No state: the slot addresses are recomputed from threadIdx and blockDim where used (kept in registers across the
+// row loop, they made the float32 split forwards spill).
+template <int NPARAM, int NP, int W, typename T> struct ParamSlots {
+  __device__ __forceinline__ T* at(int a, int k) const {
+    extern __shared__ uint4 kk_norms_dyn[];
+    return reinterpret_cast<T*>(kk_norms_dyn) + ((a * NP + k) * int(blockDim.x) + int(threadIdx.x)) * W;
+  }
+  __device__ __forceinline__ Vec<T, W> get(int a, int k) const { return kk::lds<W>(at(a, k)); }
+};
+template <int NPARAM, int NP, int W, typename T>
+__device__ __forceinline__ ParamSlots<NPARAM, NP, W, T> stage_params(const T* const (&params)[NPARAM], long long tx,
+                                                                     long long R, long long cv) {
+  if (kk::dyn_smem_bytes() < NPARAM * NP * 16u * blockDim.x) __trap();
+  const ParamSlots<NPARAM, NP, W, T> s;
+#pragma unroll
+  for (int a = 0; a < NPARAM; ++a)
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const long long p = k * R + tx;
+      kk::sts<W>(s.at(a, k), p < cv ? load_vec<W, kk::kNc>(params[a] + p * W) : kk::zero_vec<T, W>());
+    }
+  return s;
+}
+
 // tail_loop for a later pass over the tail: source 0 from the row cache where it holds the pack (a prefix
 // of the tail), from global memory beyond; the other sources from global memory.
 template <int U, unsigned PLAIN, int W, int N, typename T, typename F>
@@ -217,6 +249,8 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
+  const T* const wp[1] = {w};
+  const auto params = SPLIT ? stage_params<1, NP, W>(wp, tx, R, cv) : ParamSlots<1, NP, W, T>{};
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
     const bool act = row < rows;
@@ -292,7 +326,8 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
       if (act && p < cv) {
         A a[W], g[W];
         kk::vec_to_acc(h[k], a);
-        kk::vec_to_acc(load_vec<W, kRmsFwdLd>(w + p * W), g);
+        if constexpr (SPLIT) kk::vec_to_acc(params.get(0, k), g);
+        else kk::vec_to_acc(load_vec<W, kRmsFwdLd>(w + p * W), g);
 #pragma unroll
         for (int j = 0; j < W; ++j) a[j] = a[j] * rs * g[j];
         store_vec<W, SPLIT>(y + off + p * W, kk::acc_to_vec<T, W>(a));
@@ -336,24 +371,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
   const RowCache<W, T> cache = TAIL ? row_cache<W, T>(NP * R) : RowCache<W, T>{nullptr, 0, 0};
   static_assert(ONEPASS || !SPLIT, "split rows take the one-pass sums");
   constexpr int kRowLd = SPLIT ? kLnSplitLd : kLnFwdLd;
-  // Split rows: a CTA takes the same column slice of every row it loops over, so its w and b packs are staged once
-  // in dynamic shared memory ([w, b][pack][thread], 16 bytes each: a warp's accesses are consecutive; only the
-  // thread that stores a slot reads it, so no barrier) instead of read from L2 in every row's output pass, where
-  // they were twice the row's own DRAM bytes in 16-bit. At 8192 x 65536 on an H200 (bench/exp_split_params.py,
-  // h200-2026-11-23-s20): bf16 613.9 -> 597.1 us; float32 1190.4 -> 1121.5, with 4 packs over 8 CTAs (the 8 packs'
-  // slots would not fit two blocks per SM).
-  extern __shared__ uint4 kk_norms_dyn[];
-  T* const params = reinterpret_cast<T*>(kk_norms_dyn) + threadIdx.x * W;  // this thread's slots, blockDim.x * W apart
-  auto param_slot = [&](int a, int k) { return params + (a * NP + k) * int(blockDim.x) * W; };
-  if constexpr (SPLIT) {
-    if (kk::dyn_smem_bytes() < 2u * NP * blockDim.x * 16u) __trap();
-#pragma unroll
-    for (int k = 0; k < NP; ++k) {
-      const long long p = k * R + tx;
-      kk::sts<W>(param_slot(0, k), p < cv ? load_vec<W, kLnFwdLd>(w + p * W) : kk::zero_vec<T, W>());
-      kk::sts<W>(param_slot(1, k), p < cv ? load_vec<W, kLnFwdLd>(b + p * W) : kk::zero_vec<T, W>());
-    }
-  }
+  const T* const wb[2] = {w, b};
+  const auto params = SPLIT ? stage_params<2, NP, W>(wb, tx, R, cv) : ParamSlots<2, NP, W, T>{};
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
     const bool act = row < rows;
@@ -446,8 +465,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
         A a[W], g[W], c[W];
         kk::vec_to_acc(h[k], a);
         if constexpr (SPLIT) {
-          kk::vec_to_acc(kk::lds<W>(param_slot(0, k)), g);
-          kk::vec_to_acc(kk::lds<W>(param_slot(1, k)), c);
+          kk::vec_to_acc(params.get(0, k), g);
+          kk::vec_to_acc(params.get(1, k), c);
         } else {
           kk::vec_to_acc(load_vec<W, kLnFwdLd>(w + p * W), g);
           kk::vec_to_acc(load_vec<W, kLnFwdLd>(b + p * W), c);

@@ -83,9 +83,9 @@ _WIDE_FIT = {
 # Rows split over a cluster (SPLIT): (packs, minimum blocks) where other than (_FWD_PACKS, 2) measured faster: half
 # the packs over 8 CTAs at 40 registers, for add_rms_norm (two inputs, two outputs). At 8192 x 65536 on an H200
 # (bench/sweep_split.py --forward-only, h200-2026-11-22-s13): bf16 1186.1 -> 1110.0 us, float32 2436.2 -> 2198.2.
-# The other forwards measured slower with half the packs. The LayerNorm forward keeps its w and b packs in shared
-# memory when split (2 * packs * 16 bytes per thread), which in float32 fits two blocks per SM at 4 packs but only
-# one at 8: 1190.4 (8 packs over 4 CTAs) -> 1121.5 us (bench/exp_split_params.py, h200-2026-11-23-s20).
+# The other forwards measured slower with half the packs. Split forwards keep their w (LayerNorm: and b) packs in
+# shared memory (packs * 16 bytes per thread each), which for float32 LayerNorm fits two blocks per SM at 4 packs
+# but only one at 8: 1190.4 (8 packs over 4 CTAs) -> 1121.5 us (bench/exp_split_params.py, h200-2026-11-23-s20).
 # The fits are tried in order, the next where one takes more than 8 CTAs; (default packs, 2) where not listed.
 _SPLIT_FITS = {
     **{("kk_add_rms_norm_fwd", t): [(4, 3) if t == _F32 else (2, 3), (_FWD_PACKS[t], 2)] for t in (_F32, *_B16)},
@@ -162,7 +162,8 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
         # forward fits its default packs in 64 registers), else stream the tail.
         packs = _FWD_PACKS[dtype]
         for p, m in _SPLIT_FITS.get((name, dtype), [(packs, 2)]) if vec else ():
-            params = 2 * p * 16 if name == "kk_layer_norm_fwd" else 0  # its w and b packs (shared memory)
+            # the w (and LayerNorm's b) packs, staged in shared memory (kernels/norms.cu ParamSlots)
+            params = (2 if name == "kk_layer_norm_fwd" else 1) * p * 16
             expr = f"{name}<{CTYPE[dtype]}, false, {p}, {m}, true>"
             split = split_shape("norms", expr, p, dtype, cols, dev, params)
             if split:
