@@ -67,10 +67,11 @@ def forward(name, dtype, results):
     report(case, out, nbytes, results)
 
 
-def backward(name, dtype, results, rows=ROWS, cols=COLS, fits=None):
+def backward(name, dtype, results, rows=ROWS, cols=COLS, fits=None, packs=None):
     """The backward of ``name`` at rows x cols with the weight sums (and weights) in registers or shared memory
     (SMEM) at 1 or 2 blocks per SM: rows split over a cluster where one 512-thread block cannot hold them, else
-    one row per block (Y = 1) on a grid of the resident blocks."""
+    one row per block (Y = 1) on a grid of the resident blocks. ``packs``: register packs per tensor (default the
+    shipped _BWD_PACKS)."""
     x = torch.randn(rows, cols, dtype=dtype, device="cuda")
     g = torch.randn_like(x)
     w = torch.randn(cols, dtype=dtype, device="cuda")
@@ -95,7 +96,7 @@ def backward(name, dtype, results, rows=ROWS, cols=COLS, fits=None):
     case = f"{name} {str(dtype)[6:]} {rows}x{cols}"
     out = [("shipped", median_us(lib))]
     gx = torch.empty_like(x)
-    np_ = norms._BWD_PACKS[dtype]
+    np_ = packs or norms._BWD_PACKS[dtype]
     extra = {"kk_rms_norm_bwd": "false, ", "kk_add_rms_norm_bwd": "true, "}.get(name, "")
     kname = "kk_layer_norm_bwd" if name == "kk_layer_norm_bwd" else "kk_rms_norm_bwd"
     e = np_ * VEC[dtype]
@@ -113,7 +114,7 @@ def backward(name, dtype, results, rows=ROWS, cols=COLS, fits=None):
         else:
             flip = ((r"SMEM \? MINB == 1 \|\| kSmemRoomForNextRow :", f"SMEM ? {str(pf).lower()} :"),)
             k = source_variant("norms", flip).kernel(expr)
-        dyn = norms.bwd_slot_bytes(kname, dtype, smem) * rt
+        dyn = norms.bwd_slot_bytes(kname, dtype, smem, np_) * rt
         if split:
             chunks = k.max_active_clusters((rt, 1), (1, ctas, 1), dyn)
             go = lambda: k.launch((chunks, ctas), (rt, 1), bargs, dyn, cluster=(1, ctas, 1))
@@ -127,7 +128,7 @@ def backward(name, dtype, results, rows=ROWS, cols=COLS, fits=None):
         gx.zero_()
         go()
         ok = close(gx, ref) and close(parts[0].sum(0), ref_w)
-        what = f"smem {smem} minb {minb} prefetch {'default' if pf is None else pf}"
+        what = f"packs {np_} smem {smem} minb {minb} prefetch {'default' if pf is None else pf}"
         label = f"{what}: R {rt} x {ctas} CTAs, {chunks} chunks, no column sum" + ("" if ok else " WRONG")
         out.append((label, median_us(go)))
     report(case, out, (4 if name == "kk_add_rms_norm_bwd" else 3) * x.nbytes, results)
@@ -157,6 +158,9 @@ def main():
     ap.add_argument(
         "--all-fits", action="store_true", help="held backwards: every (SMEM, minimum blocks, prefetch), as the split"
     )
+    ap.add_argument(
+        "--packs", type=int, help="held backwards: every fit at these register packs per tensor, after the shipped one"
+    )
     args = ap.parse_args()
     dtypes = [getattr(torch, d) for d in args.dtypes]
     results = []
@@ -164,6 +168,10 @@ def main():
         for dtype in dtypes:
             for name in args.names:
                 for cols in (4096, 8192):
+                    if args.packs:  # the shipped kernel alone, then every fit at args.packs
+                        guarded(name, lambda: backward(name, dtype, results, 32768, cols, [(0, 1, None)]))
+                        guarded(name, lambda: backward(name, dtype, results, 32768, cols, None, args.packs))
+                        continue
                     fits = None if args.all_fits else [(0, 1, None), (1, 1, None), (2, 2, None)]
                     guarded(name, lambda: backward(name, dtype, results, 32768, cols, fits))
         write_results(args.out, copy_bandwidth(), results)

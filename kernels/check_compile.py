@@ -131,7 +131,7 @@ def instantiations():
     # rows held whole in registers (HELD), as ops/softmax.py launches them
     for t in ("__half", "__nv_bfloat16"):
         sm += [f"kk_softmax_fwd<{t}, 2, 4, 512, true>", f"kk_softmax_fwd<{t}, 2, 8, 512, true>"]
-        sm += [f"kk_softmax_bwd<{t}, 2, 2, 512, true>", f"kk_softmax_bwd<{t}, 4, 2, 512, true>"]
+        sm += [f"kk_softmax_bwd<{t}, 2, {m}, 512, true>" for m in (3, 2)] + [f"kk_softmax_bwd<{t}, 4, 2, 512, true>"]
     sm += ["kk_softmax_fwd<float, 2, 8, 512, true>", "kk_softmax_bwd<float, 8, 1, 512, true>"]
     # rows split over a cluster (HELD, SPLIT), as ops/softmax.py launches them (_SPLIT)
     sm += ["kk_softmax_fwd<float, 2, 8, 512, true, true>", "kk_softmax_bwd<float, 4, 2, 512, true, true>"]

@@ -126,13 +126,14 @@ _BWD_HELD_FIT = {
 }
 
 
-def bwd_slot_bytes(name: str, dtype: torch.dtype, smem: int) -> int:
+def bwd_slot_bytes(name: str, dtype: torch.dtype, smem: int, packs: Optional[int] = None) -> int:
     """Dynamic shared memory per thread of a backward kernel with SMEM = ``smem`` (kernels/norms.cu PackSlots):
-    slot arrays (the weights for SMEM 2, the weight sums, LayerNorm's bias sums) of float packs."""
+    slot arrays (the weights for SMEM 2, the weight sums, LayerNorm's bias sums) of float packs, ``packs``
+    (default ``_BWD_PACKS``) of each."""
     if not smem:
         return 0
     arrays = (smem >= 2) + (2 if name == "kk_layer_norm_bwd" else 1)
-    return arrays * _BWD_PACKS[dtype] * VEC[dtype] * 4
+    return arrays * (packs or _BWD_PACKS[dtype]) * VEC[dtype] * 4
 
 
 def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[int, int, bool]:

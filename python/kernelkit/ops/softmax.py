@@ -39,10 +39,13 @@ _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*"
 # 264.0 us at 32768 x 8192; at 4096 columns (64 threads per row) 4 packs stay faster, 131.2 against 134.0
 # (h200-2026-11-22-s14/sweep_llm-held-bf16.log). The 16-bit backward holds rows beyond 2 packs' reach at 4
 # packs, where the split below begins: 372.6 us at 16384 x 16384, 101.7% of copy (sweep_llm-softmax-16384-bf16).
+# Its rows of 384-512 threads (6144-8192 columns) run at three blocks per SM (40 registers, no spills): bf16 32768 x
+# 8192 373.0 -> 367.6 us, float16 372.3 -> 368.2; at 4096 columns (256 threads) 0.4% slower, at four blocks 0.7%
+# (bench/ab_source.py, h200-2026-11-23-s21/ab-softmax-bwd-minb3.json).
 _HELD = {
     ("kk_softmax_fwd", 2): ((8, 2, 128), (4, 2, 32)),
     ("kk_softmax_fwd", 4): ((8, 2, 32),),
-    ("kk_softmax_bwd", 2): ((2, 2, 32), (4, 2, 32)),
+    ("kk_softmax_bwd", 2): ((2, 3, 384), (2, 2, 32), (4, 2, 32)),
     ("kk_softmax_bwd", 4): ((8, 1, 32),),
 }
 # Rows beyond one block's registers (on sm_90+, 16-byte path) are split over a cluster of up to 8 CTAs, each
