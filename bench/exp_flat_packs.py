@@ -3,13 +3,15 @@
 
 ncu (h200-2026-11-23-s16/ncu-s16.txt) shows Inductor's float32 muladd at 8192 x 8192 as 131072 blocks of 256
 threads, two elements (one 8-byte load per input) per thread, 16 registers: 240.1 us against kk_muladd's 240.8
-(65536 blocks of 256 threads, one 16-byte pack per input). This builds kernels/elementwise.cu with packs of half
-the width (common.cuh given an 8-byte load and store) and times it, in interleaved rounds, against the shipped op
-and torch.compile:
+(65536 blocks of 256 threads, one 16-byte pack per input). This builds kernels/elementwise.cu with the other pack
+width (kEwVec: 16 bytes for float32 muladd, 8 for the rest) and times it, in interleaved rounds, against the shipped
+op and torch.compile:
 
     python3 bench/exp_flat_packs.py muladd:float32:8192x8192 add:float32:8192x8192
 
-Verdict (h200-2026-11-23-s16/SUMMARY.md): float32 muladd 0.35% faster, add slower; not adopted.
+Verdicts: session 16 (h200-2026-11-23-s16/SUMMARY.md), float32 muladd 0.35% faster with 8 bytes, add slower; session
+21 (h200-2026-11-23-s21/exp-flat-packs.log), float32 muladd with 8 bytes 243.6 against 244.2 us at 8192^2 (torch.compile
+243.4) and 961.6-961.8 against 965.4 at 16384^2 (961.9): adopted for float32 muladd only.
 """
 
 import argparse
@@ -19,37 +21,8 @@ import torch
 from sweep_common import source_variant
 
 import kernelkit
-from kernelkit import _native
 from kernelkit.bench import _gpu_median_ms
 from kernelkit.ops._runtime import CTYPE, VEC, cdiv
-
-
-def eight_byte_common():
-    """common.cuh whose load_vec/store_vec also move 8-byte packs."""
-    src = _native.op_source("common.cuh")
-    pairs = [
-        (
-            'static_assert(W == 1 || W * sizeof(T) == 16, "packs are scalars or 16 bytes");',
-            "static_assert(W == 1 || W * sizeof(T) == 16 || W * sizeof(T) == 8);",
-        ),
-        (
-            "  } else {\n    *reinterpret_cast<uint4*>(&r) = ld16<L>(p);",
-            "  } else if constexpr (W * sizeof(T) == 8) {\n"
-            "    const uint2* q = reinterpret_cast<const uint2*>(p);\n"
-            "    *reinterpret_cast<uint2*>(&r) = L != kPlain ? __ldg(q) : *q;\n"
-            "  } else {\n    *reinterpret_cast<uint4*>(&r) = ld16<L>(p);",
-        ),
-        (
-            "  } else if constexpr (EVICT_FIRST) {\n    __stcs(",
-            "  } else if constexpr (W * sizeof(T) == 8) {\n"
-            "    *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(&r);\n"
-            "  } else if constexpr (EVICT_FIRST) {\n    __stcs(",
-        ),
-    ]
-    for old, new in pairs:
-        assert src.count(old) == 1, old
-        src = src.replace(old, new)
-    return src
 
 
 def main():
@@ -57,8 +30,9 @@ def main():
     ap.add_argument("cases", nargs="+", help="OP:DTYPE:ROWSxCOLS, OP add, mul or muladd")
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
+    flip = r"constexpr int kEwVec = NIN == 3 && sizeof\(T\) == 4 \? kVec<T> / 2 : kVec<T>;"
     mod = source_variant(
-        "elementwise", [(r"constexpr int V = kVec<T>;", "constexpr int V = kVec<T> / 2;")], common=eight_byte_common()
+        "elementwise", [(flip, "constexpr int kEwVec = NIN == 3 && sizeof(T) == 4 ? kVec<T> : kVec<T> / 2;")]
     )
     for spec in a.cases:
         op, dt, size = spec.split(":")
@@ -75,12 +49,15 @@ def main():
         compiled = torch.compile(math, dynamic=False)  # one static kernel per shape, as kernelkit bench
         compiled(*ins)
         impls = {"shipped": lambda: shipped(*ins), "compile": lambda: compiled(*ins)}
+        # the variant's pack: 16 bytes for float32 muladd, else 8
+        vec, width = (VEC[dtype], 16) if (op, dtype) == ("muladd", torch.float32) else (VEC[dtype] // 2, 8)
         for block in (128, 256):
-            grid = cdiv(n, VEC[dtype] // 2 * block)
-            impls[f"8B block {block}"] = lambda g=grid, b=block: k.launch(g, b, (*ins, out, n))
+            grid = cdiv(n, vec * block)
+            tag = f"{width}B block {block}"
+            impls[tag] = lambda g=grid, b=block: k.launch(g, b, (*ins, out, n))
             out.fill_(float("nan"))
-            impls[f"8B block {block}"]()
-            assert torch.equal(out, want), f"{spec}: 8-byte variant differs"
+            impls[tag]()
+            assert torch.equal(out, want), f"{spec}: {width}-byte variant differs"
         times = {name: [] for name in impls}
         for _ in range(a.rounds):
             for name, fn in impls.items():

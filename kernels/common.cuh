@@ -369,10 +369,13 @@ template <int L> __device__ __forceinline__ uint4 ld16(const void* p) {
 }
 
 template <int W, int L = kNc, typename T> __device__ __forceinline__ Vec<T, W> load_vec(const T* p) {
-  static_assert(W == 1 || W * sizeof(T) == 16, "packs are scalars or 16 bytes");
+  static_assert(W == 1 || W * sizeof(T) == 16 || W * sizeof(T) == 8, "packs are scalars, 8 or 16 bytes");
   Vec<T, W> r;
   if constexpr (W == 1) {
     r.v[0] = L != kPlain ? __ldg(p) : *p;
+  } else if constexpr (W * sizeof(T) == 8) {  // kKeep loads these as kNc
+    const uint2* q = reinterpret_cast<const uint2*>(p);
+    *reinterpret_cast<uint2*>(&r) = L != kPlain ? __ldg(q) : *q;
   } else {
     *reinterpret_cast<uint4*>(&r) = ld16<L>(p);  // Vec is 16-byte aligned: a register-level bit copy
   }
@@ -405,11 +408,13 @@ template <int W, int L = kNc, typename T> __device__ __forceinline__ Vec<T, W> l
   }
 }
 
-// EVICT_FIRST: st.global.cs, the line marked first to evict from L2 (16-byte packs; scalars store as usual).
+// EVICT_FIRST: st.global.cs, the line marked first to evict from L2 (16-byte packs; others store as usual).
 template <int W, bool EVICT_FIRST = false, typename T>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, W>& r) {
   if constexpr (W == 1) {
     *p = r.v[0];
+  } else if constexpr (W * sizeof(T) == 8) {
+    *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(&r);
   } else if constexpr (EVICT_FIRST) {
     __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&r));
   } else {

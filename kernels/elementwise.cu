@@ -66,16 +66,21 @@ __device__ __forceinline__ void ew_contig_run(const T* a, const T* b, const T* c
     if (i + k * bd < nv) ew_group<1, NIN, NC, W>(a, b, c, out, i + k * bd, bd, op);
 }
 
-// 16-byte path when every pointer is 16-byte aligned (uniform branch), scalar path otherwise,
-// scalar tail for the last n % VEC elements.
+// Pack width: 16 bytes, except float32 muladd's 8 (Inductor's layout for it): 0.3% faster at 8192^2 and 16384^2,
+// which tied torch.compile (243.6 against 243.4 us, 961.6 against 961.9) where 16 bytes took 244.2 and 965.4
+// (bench/exp_flat_packs.py, h200-2026-11-23-s21/exp-flat-packs.log); add and mul measured slower with 8 (session 16).
+template <int NIN, typename T> constexpr int kEwVec = NIN == 3 && sizeof(T) == 4 ? kVec<T> / 2 : kVec<T>;
+
+// The pack path when every pointer is aligned to the pack (uniform branch), scalar path otherwise,
+// scalar tail for the last n % V elements.
 template <int NIN, bool NC, typename T, typename Op>
 __device__ __forceinline__ void ew_contig(const T* a, const T* b, const T* c, T* out, long long n, Op op) {
   if (n <= 0) return;
-  constexpr int V = kVec<T>;
+  constexpr int V = kEwVec<NIN, T>;
   unsigned long long ptrs = addr(a) | addr(out);
   if constexpr (NIN > 1) ptrs |= addr(b);
   if constexpr (NIN > 2) ptrs |= addr(c);
-  if (aligned16(ptrs)) {
+  if ((ptrs & (V * sizeof(T) - 1)) == 0) {
     const long long nv = n / V;
     ew_contig_run<NIN, NC, V>(a, b, c, out, nv, op);
     // < V leftover elements: thread 0 of block 0 (a grid-stride loop here would make the compiler emit a

@@ -33,9 +33,8 @@ def _launch(name: str, inputs, out) -> None:
     else:
         # The hot path: kernel and grid inline, every Python call here costs host time.
         key = (name, out.dtype)
-        k = _KERNELS.get(key) or _KERNELS.setdefault(key, kernel("elementwise", f"kk_{name}<{CTYPE[out.dtype]}>"))
-        per_block = _PER_BLOCK[out.dtype]  # flat_grid, inlined
-        k.launch((n + per_block - 1) // per_block, BLOCK, (*inputs, out, n))
+        k, per_block = _KERNELS.get(key) or _KERNELS.setdefault(key, _flat_kernel(name, out.dtype))
+        k.launch((n + per_block - 1) // per_block, BLOCK, (*inputs, out, n))  # flat_grid, inlined
         return
     if len(shape) > MAX_DIMS:
         _launch(name, [t.expand(shape).contiguous() for t in inputs], out)
@@ -48,8 +47,15 @@ def _launch(name: str, inputs, out) -> None:
 
 
 _KERNELS: dict = {}
-# Elements per block of kk_add/kk_mul/kk_muladd: one 16-byte pack per input and thread (kernels/elementwise.cu).
-_PER_BLOCK = {dt: VEC[dt] * BLOCK for dt in CTYPE}
+
+
+def _flat_kernel(name: str, dtype: torch.dtype) -> tuple:
+    """(kk_add/kk_mul/kk_muladd kernel, elements per block): one pack per input and thread, 16 bytes except float32
+    muladd's 8 (kernels/elementwise.cu kEwVec)."""
+    vec = VEC[dtype] // 2 if (name, dtype) == ("muladd", torch.float32) else VEC[dtype]
+    return kernel("elementwise", f"kk_{name}<{CTYPE[dtype]}>"), vec * BLOCK
+
+
 # kk_scale_ takes 8 packs per thread.
 _SCALE_PACKS = 8
 
