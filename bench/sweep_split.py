@@ -159,7 +159,7 @@ def main():
         "--all-fits", action="store_true", help="held backwards: every (SMEM, minimum blocks, prefetch), as the split"
     )
     ap.add_argument(
-        "--packs", type=int, help="held backwards: every fit at these register packs per tensor, after the shipped one"
+        "--packs", type=int, help="backwards: the fits at these register packs per tensor, after the shipped one"
     )
     args = ap.parse_args()
     dtypes = [getattr(torch, d) for d in args.dtypes]
@@ -179,7 +179,12 @@ def main():
     for dtype in dtypes:
         for name in () if args.backward_only else ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd"):
             forward(name, dtype, results)
-        for name in () if args.forward_only else ("kk_rms_norm_bwd", "kk_add_rms_norm_bwd", "kk_layer_norm_bwd"):
+        for name in () if args.forward_only else args.names:
+            if args.packs:  # the shipped kernel alone, then the shared-memory fits at args.packs
+                guarded(f"{name} {dtype}", lambda: backward(name, dtype, results, fits=[(0, 1, None)]))
+                fits = [(sm, 1, pf) for sm in (1, 2) for pf in (None, False)]
+                guarded(f"{name} {dtype}", lambda: backward(name, dtype, results, fits=fits, packs=args.packs))
+                continue
             guarded(f"{name} {dtype}", lambda: backward(name, dtype, results))
     if args.out:
         write_results(args.out, copy_bandwidth(), results)
