@@ -69,6 +69,21 @@ def test_elementwise_broadcasts_and_handles_strided_views(device, name):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", REFS)
+@pytest.mark.parametrize("offset", [0, 1, 2, 3])
+def test_elementwise_contiguous_operands_at_every_alignment(device, dtype, name, offset):
+    """Contiguous operands that start `offset` elements into their storage: the pack path where every pointer is
+    aligned to the pack (float32 muladd's packs are 8 bytes, the rest 16), the scalar path elsewhere, and a ragged
+    tail of n % pack elements."""
+    op, ref, arity = REFS[name]
+    n = 4099
+    args = [rand(n + offset, dtype=dtype, device=device)[offset:] for _ in range(arity)]
+    expect = ref(*[a.double() for a in args])
+    close(op(*args), expect.to(dtype) if dtype == torch.bfloat16 else expect, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_errors_name_the_argument(device):
     a = rand(8, device=device)
     with pytest.raises(ValueError, match="kernelkit::add: argument 'b' has dtype float64 but 'a' has float32"):
