@@ -30,6 +30,7 @@ import torch
 from sweep_common import interleaved, norm_forward, source_variant, write_results
 
 from kernelkit.bench import copy_bandwidth
+from kernelkit.ops import norms
 from kernelkit.ops._runtime import CTYPE, VEC, cdiv, kernel
 
 ROWS, COLS = 8192, 65536
@@ -74,7 +75,7 @@ def main() -> None:
             e = f"{name}<{CTYPE[dtype]}, false, {np_}, {minb}, true>"
             k = kernel("norms", e) if src == "A" else per_row.kernel(e)
             ctas = cdiv(COLS, 512 * np_ * VEC[dtype])
-            smem = (2 if name == "kk_layer_norm_fwd" else 1) * np_ * 16 * 512  # the w (and b) slots
+            smem = norms.split_param_bytes(name, np_) * 512
             grid = k.max_active_clusters((512, 1), (1, ctas, 1), smem)
             if not grid:
                 print(f"  {src} NP {np_} minb {minb}: no cluster fits", flush=True)

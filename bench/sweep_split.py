@@ -41,10 +41,11 @@ def forward(name, dtype, results):
             ctas = cdiv(COLS, rt * np_ * VEC[dtype])
             if ctas > 8:
                 continue
-            clusters = k.max_active_clusters((rt, 1), (1, ctas, 1))
+            smem = norms.split_param_bytes(name, np_) * rt
+            clusters = k.max_active_clusters((rt, 1), (1, ctas, 1), smem)
             grids = [("per row", ROWS)] if np_ == full else []
             for label, grid in grids + [(f"persistent x{m}", m * clusters) for m in (1, 2)]:
-                go = lambda: k.launch((grid, ctas), (rt, 1), (*args, ROWS, COLS, eps), cluster=(1, ctas, 1))
+                go = lambda: k.launch((grid, ctas), (rt, 1), (*args, ROWS, COLS, eps), smem, cluster=(1, ctas, 1))
                 y.zero_()
                 go()
                 ok = close(y, ref)

@@ -168,20 +168,29 @@ def test_wide_norm_launch_checks_fail_the_launch(launch_in_subprocess, expr, dty
     assert f"LAUNCH_ERROR kernel '{expr}' failed" in stdout, printed
 
 
+# (a split forward at its shipped fit, CTAs per 65536-column row, its shared-memory parameter slots per thread, the
+# arguments after x)
+SPLIT_FORWARDS = [
+    ("kk_layer_norm_fwd<float, false, 4, 2, true>", 8, 2 * 4 * 16, "w, b, y, stat, stat"),
+    ("kk_rms_norm_fwd<float, false, 8, 2, true>", 4, 8 * 16, "w, y, stat"),
+]
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
-def test_split_layer_norm_without_its_parameter_slots_fails_the_launch(launch_in_subprocess):
-    """A LayerNorm forward split over a cluster stages its w and b packs in dynamic shared memory (2 * NP * 16 bytes
-    per thread): a launch with less fails with an error that names the kernel, where the right amount runs."""
-    expr = "kk_layer_norm_fwd<float, false, 4, 2, true>"
-    for smem, want in ((2 * 4 * 16 * 512 - 16, f"LAUNCH_ERROR kernel '{expr}' failed"), (2 * 4 * 16 * 512, "NO ERROR")):
+@pytest.mark.parametrize("expr, ctas, slots, args", SPLIT_FORWARDS, ids=["layer_norm", "rms_norm"])
+def test_split_forward_without_its_parameter_slots_fails_the_launch(launch_in_subprocess, expr, ctas, slots, args):
+    """A norm forward split over a cluster stages its w (LayerNorm: and b) packs in dynamic shared memory (16 bytes
+    per pack and thread): a launch with less fails with an error that names the kernel, where the right amount
+    runs."""
+    for smem, want in ((slots * 512 - 16, f"LAUNCH_ERROR kernel '{expr}' failed"), (slots * 512, "NO ERROR")):
         stdout, printed = launch_in_subprocess(f"""
             from kernelkit.ops._runtime import kernel
             rows, cols = 16, 65536
             x = torch.randn(rows, cols, device="cuda")
             w, b = torch.ones(cols, device="cuda"), torch.zeros(cols, device="cuda")
             y, stat = torch.empty_like(x), torch.empty(rows, device="cuda")
-            args = (x, w, b, y, stat, stat, rows, cols, 1e-5)
-            kernel("norms", "{expr}").launch((8, 8), (512, 1), args, {smem}, cluster=(1, 8, 1))
+            args = (x, {args}, rows, cols, 1e-5)
+            kernel("norms", "{expr}").launch((8, {ctas}), (512, 1), args, {smem}, cluster=(1, {ctas}, 1))
         """)
         assert want in stdout, printed
 

@@ -126,6 +126,12 @@ _BWD_HELD_FIT = {
 }
 
 
+def split_param_bytes(name: str, packs: int) -> int:
+    """Dynamic shared memory per thread of a forward whose rows are split over a cluster (kernels/norms.cu
+    ParamSlots): its w (LayerNorm: and b) packs, ``packs`` of 16 bytes each."""
+    return (2 if name == "kk_layer_norm_fwd" else 1) * packs * 16
+
+
 def bwd_slot_bytes(name: str, dtype: torch.dtype, smem: int, packs: Optional[int] = None) -> int:
     """Dynamic shared memory per thread of a backward kernel with SMEM = ``smem`` (kernels/norms.cu PackSlots):
     slot arrays (the weights for SMEM 2, the weight sums, LayerNorm's bias sums) of float packs, ``packs``
@@ -163,10 +169,8 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
         # forward fits its default packs in 64 registers), else stream the tail.
         packs = _FWD_PACKS[dtype]
         for p, m in _SPLIT_FITS.get((name, dtype), [(packs, 2)]) if vec else ():
-            # the w (and LayerNorm's b) packs, staged in shared memory (kernels/norms.cu ParamSlots)
-            params = (2 if name == "kk_layer_norm_fwd" else 1) * p * 16
             expr = f"{name}<{CTYPE[dtype]}, false, {p}, {m}, true>"
-            split = split_shape("norms", expr, p, dtype, cols, dev, params)
+            split = split_shape("norms", expr, p, dtype, cols, dev, split_param_bytes(name, p))
             if split:
                 return split
         if vec and (name, dtype) in _TAIL_FIT:

@@ -311,11 +311,10 @@ def _ce_reduced_cpu(logits, target, ignore_index, label_smoothing, mean, out_dty
 
 def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
     _check_loss_dtype(loss.dtype)
+    k, grid, block = _ce_grid(logits, "kk_cross_entropy_loss", loss.dtype)
+    grid = max(grid, 1)  # no rows: one block still writes the loss (NaN for the mean, as torch) and the divisor
     rows, cols = logits.shape
     dev = logits.get_device()
-    k, block, per_block, cap = _ce_shape("kk_cross_entropy_loss", logits.dtype, cols, dev, loss.dtype)
-    # No rows: one block still writes the loss (NaN for the mean, as torch) and the divisor.
-    grid = max(min(cdiv(rows, per_block), cap), 1)
     # Each block's (sum of losses, rows counted), summed by the block that ends last: one launch, no allocation.
     partial, ticket = scratch(dev, 2 * grid, stats.dtype)
     args = (logits, target, stats, partial, ticket, int(mean), loss, divisor, rows, cols, ignore_index, label_smoothing)
