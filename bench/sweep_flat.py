@@ -71,7 +71,8 @@ def same(a, b, tol):
     return torch.allclose(a.float(), b.float(), rtol=tol, atol=tol)
 
 
-def sweep_gelu_fwd(dtype, copy, results):
+def sweep_gelu_fwd(dtype, copy, results, fits=((4, 64), (2, 64)), fast=False):
+    """fits: (packs per thread, register cap) pairs; fast: also each with float32's MUFU math (16-bit's)."""
     ct = CTYPE[dtype]
     x = torch.randn(ROWS, COLS, device="cuda", dtype=dtype)
     bias = torch.randn(COLS, device="cuda", dtype=dtype)
@@ -82,10 +83,17 @@ def sweep_gelu_fwd(dtype, copy, results):
     cg = torch.compile(lambda x, b: F.gelu(x + b, approximate="tanh"))
     out.append(("torch.compile", median_us(lambda: cg(x, bias))))
     sms = sm_count(0)
-    packs = r"constexpr int kGeluFwdPacks = sizeof\(T\) == 8 \? 2 : kUnroll;"
-    for u in (2, 4):
-        k = variant("gelu", "ld.nc", ((packs, f"constexpr int kGeluFwdPacks = {u};"),))
-        k = k.kernel(f"kk_bias_gelu_fwd<{ct}, 1>")
+    packs = r"constexpr int kGeluFwdPacks = sizeof\(T\) == 2 \? kUnroll : 2;"
+    maths = [False, True] if fast and dtype == torch.float32 else [False]
+    for (u, nreg), mufu in ((f, m) for f in fits for m in maths):
+        subs = [
+            (packs, f"constexpr int kGeluFwdPacks = {u};"),
+            (r"__maxnreg__\(\(kk::kGeluFwdRegs<T, APPROX>\)\)", f"__maxnreg__({nreg})"),
+        ]
+        if mufu:  # the first two gelu_f calls are the forward's
+            subs.append((r"gelu_f<APPROX, \(sizeof\(T\) < 4\)>", "gelu_f<APPROX, true>"))
+            subs.append((r"gelu_f<APPROX, \(sizeof\(T\) < 4\)>", "gelu_f<APPROX, true>"))
+        k = variant("gelu", "ld.nc", tuple(subs)).kernel(f"kk_bias_gelu_fwd<{ct}, 1>")
         for block in (128, 256):
             occ = max(1, k.occupancy(block, 0, 0))
             full = cdiv(n, VEC[dtype] * block * u)
@@ -94,7 +102,7 @@ def sweep_gelu_fwd(dtype, copy, results):
                 fn = lambda: k.launch(g, block, (x, bias, y, ROWS, COLS))
                 y.fill_(float("nan"))
                 fn()
-                tag = f"U{u} block {block} occ{occ} grid {gname}={g}"
+                tag = f"U{u} R{nreg}{' mufu' if mufu else ''} block {block} occ{occ} grid {gname}={g}"
                 out.append((tag + ("" if same(y, ref, 1e-2) else " WRONG"), median_us(fn)))
     report(f"bias_gelu fwd {str(dtype)[6:]} {ROWS}x{COLS}", out, 2 * x.nbytes, copy, results)
 
@@ -163,14 +171,23 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--only", nargs="*", default=["gelu_fwd", "gelu_bwd", "ew"])
+    ap.add_argument("--dtypes", nargs="*", default=["bfloat16", "float32", "float16"])
+    ap.add_argument(
+        "--gelu-fits",
+        nargs="*",
+        default=["2:40", "4:64"],
+        help="forward PACKS:MAXNREG (shipped float32 2:40, 16-bit 4:64)",
+    )
+    ap.add_argument("--gelu-fast", action="store_true", help="also float32 forwards with 16-bit's MUFU math")
     a = ap.parse_args()
     copy = copy_bandwidth()
     print(f"copy {copy:.0f} GB/s", flush=True)
     results = []
-    for dtype in (torch.bfloat16, torch.float32, torch.float16):
+    fits = [tuple(int(v) for v in f.split(":")) for f in a.gelu_fits]
+    for dtype in (getattr(torch, d) for d in a.dtypes):
         jobs = []
         if "gelu_fwd" in a.only:  # float16 too: its tanh forward has a 4-byte spill (check_compile.py)
-            jobs.append(lambda: sweep_gelu_fwd(dtype, copy, results))
+            jobs.append(lambda: sweep_gelu_fwd(dtype, copy, results, fits, a.gelu_fast))
         if "gelu_bwd" in a.only and dtype != torch.float16:
             jobs.append(lambda: sweep_gelu_bwd(dtype, copy, results))
         if "ew" in a.only and dtype != torch.float16:

@@ -145,8 +145,12 @@ __device__ __forceinline__ void fwd_pack(const T* x, const T* bias, T* y, long l
   store_vec<W>(y + i * W, acc_to_vec<T, W>(r));
 }
 
-// Packs per thread and pass: 4, double 2 (its exp/erf registers).
-template <typename T> constexpr int kGeluFwdPacks = sizeof(T) == 8 ? 2 : kUnroll;
+// Packs per thread and pass, and the register cap: 16-bit 4 packs in 64 registers; float 2 packs (Inductor's 8
+// elements per thread), the tanh form in 40 registers (12 blocks of 128 threads per SM), the erf form in 32 (16
+// blocks). On an H200 at 8192^2 (bench/exp_gelu_fits.py): tanh 129.5 us against 131.4 at 4 packs in 64 and 130.9 in
+// 32; erf 130.7 against 135.9 at 4 packs in 64 and 142.7 in 40. double 2 packs (its exp/erf).
+template <typename T> constexpr int kGeluFwdPacks = sizeof(T) == 2 ? kUnroll : 2;
+template <typename T, int APPROX> constexpr int kGeluFwdRegs = sizeof(T) != 4 ? 64 : APPROX ? 40 : 32;
 
 template <typename I> __device__ __forceinline__ I mod_i(I a, I b) {
   if constexpr (sizeof(I) == 4) return a % b;
@@ -335,14 +339,13 @@ __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const
 }  // namespace kk
 
 // y[r, c] = gelu(x[r, c] + bias[c]); x, y contiguous [rows, cols], bias [cols].
-// Launch: 1-D block of any size <= 1024, 1-D grid of any size (grid-stride loop). Measured on an H200
-// (bench/sweep_flat.py, 64M elements), VEC = 8 (half, bf16), 4 (float), 1 (double), U = kGeluFwdPacks:
-//   block 128, grid = ceil(rows * cols / (VEC * 128 * U)) (one pass), capped for 16-bit types at
-//   8 * occ * num_SMs (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, 128, 0)): their
-//   persistent blocks keep loads in flight through the GELU arithmetic (bf16 92% of copy against 90%).
+// Launch: 1-D block of any size <= 1024, 1-D grid of any size (grid-stride loop). Measured on an
+// H200 (bench/exp_gelu_fits.py, kernelkit bench's sizes), VEC = 8 (half, bf16), 4 (float), 1 (double),
+// U = kGeluFwdPacks: block 128, grid = ceil(rows * cols / (VEC * 128 * U)), one pass (16-bit tanh on 8 waves of
+// persistent blocks, shipped until session 22: 1.1-1.7% slower at 16384^2, 0.7% faster at 8192^2).
 // 16-byte path when cols % VEC == 0 and x, bias, y are 16-byte aligned; scalar path otherwise.
 template <typename T, int APPROX>
-__global__ void __maxnreg__(64)
+__global__ void __maxnreg__((kk::kGeluFwdRegs<T, APPROX>))
 kk_bias_gelu_fwd(const T* __restrict__ x, const T* __restrict__ bias, T* __restrict__ y, long long rows,
                  long long cols) {
   if (rows <= 0 || cols <= 0) return;

@@ -28,23 +28,20 @@ def _forward_cuda(x, bias, approximate, out):
     if n == 0:
         return
     cols = bias.numel()
-    k, cap = _forward_shape(x.dtype, mode, x.get_device())
-    grid = min(cdiv(n, _FWD_ELEMS_PER_THREAD[x.dtype] * _FWD_BLOCK), cap)
-    k.launch(grid, _FWD_BLOCK, (x, bias, out, n // cols, cols))
+    _forward_kernel(x.dtype, mode).launch(
+        cdiv(n, _FWD_ELEMS_PER_THREAD[x.dtype] * _FWD_BLOCK), _FWD_BLOCK, (x, bias, out, n // cols, cols)
+    )
 
 
-# The forward runs 128-thread blocks (bench/sweep_flat.py), each thread taking kGeluFwdPacks packs of
-# kGeluVec elements per pass (kernels/gelu.cu; double loads scalars).
-_FWD_ELEMS_PER_THREAD = {torch.float64: 2, torch.float32: 16, torch.float16: 32, torch.bfloat16: 32}
+# The forward runs one pass of 128-thread blocks (bench/exp_gelu_fits.py), each thread taking kGeluFwdPacks packs
+# of kGeluVec elements (kernels/gelu.cu; double loads scalars).
+_FWD_ELEMS_PER_THREAD = {torch.float64: 2, torch.float32: 8, torch.float16: 32, torch.bfloat16: 32}
 _FWD_BLOCK = 128
 
 
 @functools.cache
-def _forward_shape(dtype: torch.dtype, mode: int, dev: int):
-    """(kernel, grid cap): one pass, except 16-bit types, whose blocks loop over at most 8 waves (their
-    GELU arithmetic needs loads of the next pass in flight)."""
-    k = kernel("gelu", f"kk_bias_gelu_fwd<{CTYPE[dtype]}, {mode}>")
-    return k, (8 * resident_blocks(k, _FWD_BLOCK, dev) if dtype.itemsize == 2 else 1 << 62)
+def _forward_kernel(dtype: torch.dtype, mode: int):
+    return kernel("gelu", f"kk_bias_gelu_fwd<{CTYPE[dtype]}, {mode}>")
 
 
 def _forward_cpu(x, bias, approximate, out):
