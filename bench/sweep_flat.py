@@ -83,7 +83,7 @@ def sweep_gelu_fwd(dtype, copy, results, fits=((4, 64), (2, 64)), fast=False):
     cg = torch.compile(lambda x, b: F.gelu(x + b, approximate="tanh"))
     out.append(("torch.compile", median_us(lambda: cg(x, bias))))
     sms = sm_count(0)
-    packs = r"constexpr int kGeluFwdPacks = sizeof\(T\) == 2 \? kUnroll : 2;"
+    packs = r"constexpr int kGeluFwdPacks = sizeof\(T\) == 2 && APPROX \? kUnroll : 2;"
     maths = [False, True] if fast and dtype == torch.float32 else [False]
     for (u, nreg), mufu in ((f, m) for f in fits for m in maths):
         subs = [

@@ -145,12 +145,16 @@ __device__ __forceinline__ void fwd_pack(const T* x, const T* bias, T* y, long l
   store_vec<W>(y + i * W, acc_to_vec<T, W>(r));
 }
 
-// Packs per thread and pass, and the register cap: 16-bit 4 packs in 64 registers; float 2 packs (Inductor's 8
-// elements per thread), the tanh form in 40 registers (12 blocks of 128 threads per SM), the erf form in 32 (16
-// blocks). On an H200 at 8192^2 (bench/exp_gelu_fits.py): tanh 129.5 us against 131.4 at 4 packs in 64 and 130.9 in
-// 32; erf 130.7 against 135.9 at 4 packs in 64 and 142.7 in 40. double 2 packs (its exp/erf).
-template <typename T> constexpr int kGeluFwdPacks = sizeof(T) == 2 ? kUnroll : 2;
-template <typename T, int APPROX> constexpr int kGeluFwdRegs = sizeof(T) != 4 ? 64 : APPROX ? 40 : 32;
+// Packs per thread and pass, and the register cap, per dtype and GELU form (the host's grid follows: ops/gelu.py).
+// On an H200 at 8192^2 (bench/exp_gelu_fits.py, h200-2026-11-23-s22):
+// - float: 2 packs (Inductor's 8 elements per thread); tanh in 40 registers, 12 blocks of 128 threads per SM: 129.5 us
+//   against 131.4 at 4 packs in 64 and 130.9 in 32; erf in 32, 16 blocks: 130.7 against 135.9 at 4 packs in 64.
+// - 16-bit: tanh 4 packs in 64 registers on one pass; erf (A&S, more registers per element) 2 packs in 48 on 8 waves
+//   of persistent blocks: bf16 69.3 against 72.5 at 4 packs in 64 on one pass.
+// - double: 2 packs (its exp/erf), 64 registers.
+template <typename T, int APPROX> constexpr int kGeluFwdPacks = sizeof(T) == 2 && APPROX ? kUnroll : 2;
+template <typename T, int APPROX>
+constexpr int kGeluFwdRegs = sizeof(T) == 4 ? (APPROX ? 40 : 32) : sizeof(T) == 2 && !APPROX ? 48 : 64;
 
 template <typename I> __device__ __forceinline__ I mod_i(I a, I b) {
   if constexpr (sizeof(I) == 4) return a % b;
@@ -162,7 +166,7 @@ template <typename I> __device__ __forceinline__ I mod_i(I a, I b) {
 template <typename T, int APPROX, int W, typename I>
 __device__ __forceinline__ void bias_gelu_fwd_run(const T* x, const T* bias, T* y, I total, I cv) {
   using A = acc_t<T>;
-  constexpr int U = kGeluFwdPacks<T>;
+  constexpr int U = kGeluFwdPacks<T, APPROX>;
   const I bd = blockDim.x;
   const I step = (I)gridDim.x * bd * U;
   I i = (I)blockIdx.x * bd * U + threadIdx.x;
@@ -200,7 +204,7 @@ template <typename T, int APPROX, int W>
 __device__ __forceinline__ void bias_gelu_fwd_dispatch(const T* x, const T* bias, T* y, long long rows,
                                                        long long cv) {
   const long long total = rows * cv;  // packs
-  const long long span = (long long)gridDim.x * blockDim.x * kGeluFwdPacks<T>;
+  const long long span = (long long)gridDim.x * blockDim.x * kGeluFwdPacks<T, APPROX>;
   if (total < (1ll << 31) && span < (1ll << 31))  // i < total + span < 2^32: no unsigned wrap
     bias_gelu_fwd_run<T, APPROX, W, unsigned>(x, bias, y, (unsigned)total, (unsigned)cv);
   else
@@ -341,8 +345,9 @@ __device__ __forceinline__ void bias_gelu_bwd_run(const T* gy, const T* x, const
 // y[r, c] = gelu(x[r, c] + bias[c]); x, y contiguous [rows, cols], bias [cols].
 // Launch: 1-D block of any size <= 1024, 1-D grid of any size (grid-stride loop). Measured on an
 // H200 (bench/exp_gelu_fits.py, kernelkit bench's sizes), VEC = 8 (half, bf16), 4 (float), 1 (double),
-// U = kGeluFwdPacks: block 128, grid = ceil(rows * cols / (VEC * 128 * U)), one pass (16-bit tanh on 8 waves of
-// persistent blocks, shipped until session 22: 1.1-1.7% slower at 16384^2, 0.7% faster at 8192^2).
+// U = kGeluFwdPacks: block 128, grid = ceil(rows * cols / (VEC * 128 * U)), one pass, except the 16-bit erf form:
+// at most 8 * occ * num_SMs persistent blocks. (16-bit tanh on 8 waves, shipped until session 22: 1.1-1.7% slower at
+// 16384^2, 0.7% faster at 8192^2.)
 // 16-byte path when cols % VEC == 0 and x, bias, y are 16-byte aligned; scalar path otherwise.
 template <typename T, int APPROX>
 __global__ void __maxnreg__((kk::kGeluFwdRegs<T, APPROX>))

@@ -28,20 +28,23 @@ def _forward_cuda(x, bias, approximate, out):
     if n == 0:
         return
     cols = bias.numel()
-    _forward_kernel(x.dtype, mode).launch(
-        cdiv(n, _FWD_ELEMS_PER_THREAD[x.dtype] * _FWD_BLOCK), _FWD_BLOCK, (x, bias, out, n // cols, cols)
-    )
+    k, elems, cap = _forward_shape(x.dtype, mode, x.get_device())
+    k.launch(min(cdiv(n, elems * _FWD_BLOCK), cap), _FWD_BLOCK, (x, bias, out, n // cols, cols))
 
 
-# The forward runs one pass of 128-thread blocks (bench/exp_gelu_fits.py), each thread taking kGeluFwdPacks packs
-# of kGeluVec elements (kernels/gelu.cu; double loads scalars).
-_FWD_ELEMS_PER_THREAD = {torch.float64: 2, torch.float32: 8, torch.float16: 32, torch.bfloat16: 32}
 _FWD_BLOCK = 128
 
 
 @functools.cache
-def _forward_kernel(dtype: torch.dtype, mode: int):
-    return kernel("gelu", f"kk_bias_gelu_fwd<{CTYPE[dtype]}, {mode}>")
+def _forward_shape(dtype: torch.dtype, mode: int, dev: int):
+    """(kernel, elements per thread, grid cap) of the forward's 128-thread blocks (bench/exp_gelu_fits.py): each
+    thread takes kGeluFwdPacks packs of kGeluVec elements (kernels/gelu.cu; double loads scalars), on one pass of
+    blocks, except the 16-bit erf form, whose blocks loop over at most 8 waves."""
+    k = kernel("gelu", f"kk_bias_gelu_fwd<{CTYPE[dtype]}, {mode}>")
+    packs = 4 if dtype.itemsize == 2 and mode == 1 else 2
+    elems = packs * (16 // dtype.itemsize if dtype.itemsize < 8 else 1)
+    cap = 8 * resident_blocks(k, _FWD_BLOCK, dev) if dtype.itemsize == 2 and mode == 0 else 1 << 62
+    return k, elems, cap
 
 
 def _forward_cpu(x, bias, approximate, out):
