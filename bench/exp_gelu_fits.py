@@ -16,15 +16,12 @@ import statistics
 
 import torch
 import torch.nn.functional as F
-from sweep_common import source_variant
-from sweep_flat import common_with
+from sweep_flat import gelu_fwd_variant
 
 import kernelkit
 from kernelkit.bench import _gpu_median_ms
 from kernelkit.ops._runtime import CTYPE, VEC, cdiv, resident_blocks
 
-PACKS = r"constexpr int kGeluFwdPacks = sizeof\(T\) == 2 && APPROX \? kUnroll : 2;"
-REGS = r"__maxnreg__\(\(kk::kGeluFwdRegs<T, APPROX>\)\)"
 BLOCK = 128
 
 
@@ -77,14 +74,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
     fits = [(int(f.split(":", 2)[0]), int(f.split(":", 2)[1]), (f.split(":", 2) + ["ld.nc"])[2]) for f in a.fits]
-    mods = {
-        (u, r, h): source_variant(
-            "gelu",
-            [(PACKS, f"constexpr int kGeluFwdPacks = {u};"), (REGS, f"__maxnreg__({r})")],
-            common=common_with(h),
-        )
-        for u, r, h in fits
-    }
+    mods = {(u, r, h): gelu_fwd_variant(u, r, h) for u, r, h in fits}
     for spec in a.cases:
         med = time_case(spec, mods, a.approximate, a.rounds)
         cells = "  ".join(f"{name} {t:7.1f}" for name, t in med.items())

@@ -71,6 +71,20 @@ def same(a, b, tol):
     return torch.allclose(a.float(), b.float(), rtol=tol, atol=tol)
 
 
+GELU_PACKS = r"constexpr int kGeluFwdPacks = sizeof\(T\) == 2 && APPROX \? kUnroll : 2;"
+GELU_REGS = r"__maxnreg__\(\(kk::kGeluFwdRegs<T, APPROX>\)\)"
+GELU_MATH = r"gelu_f<APPROX, \(sizeof\(T\) < 4\)>"
+
+
+def gelu_fwd_variant(packs, regs, hint="ld.nc", mufu=False):
+    """kernels/gelu.cu with the forward at ``packs`` packs per thread under ``regs`` registers (every dtype and GELU
+    form), its read-only 16-byte loads by the HINTS instruction ``hint``; ``mufu``: float32 with 16-bit's MUFU math."""
+    subs = [(GELU_PACKS, f"constexpr int kGeluFwdPacks = {packs};"), (GELU_REGS, f"__maxnreg__({regs})")]
+    if mufu:  # the first two gelu_f calls are the forward's
+        subs += [(GELU_MATH, "gelu_f<APPROX, true>")] * 2
+    return variant("gelu", hint, tuple(subs))
+
+
 def sweep_gelu_fwd(dtype, copy, results, fits=((4, 64), (2, 64)), fast=False):
     """fits: (packs per thread, register cap) pairs; fast: also each with float32's MUFU math (16-bit's)."""
     ct = CTYPE[dtype]
@@ -83,17 +97,9 @@ def sweep_gelu_fwd(dtype, copy, results, fits=((4, 64), (2, 64)), fast=False):
     cg = torch.compile(lambda x, b: F.gelu(x + b, approximate="tanh"))
     out.append(("torch.compile", median_us(lambda: cg(x, bias))))
     sms = sm_count(0)
-    packs = r"constexpr int kGeluFwdPacks = sizeof\(T\) == 2 && APPROX \? kUnroll : 2;"
     maths = [False, True] if fast and dtype == torch.float32 else [False]
     for (u, nreg), mufu in ((f, m) for f in fits for m in maths):
-        subs = [
-            (packs, f"constexpr int kGeluFwdPacks = {u};"),
-            (r"__maxnreg__\(\(kk::kGeluFwdRegs<T, APPROX>\)\)", f"__maxnreg__({nreg})"),
-        ]
-        if mufu:  # the first two gelu_f calls are the forward's
-            subs.append((r"gelu_f<APPROX, \(sizeof\(T\) < 4\)>", "gelu_f<APPROX, true>"))
-            subs.append((r"gelu_f<APPROX, \(sizeof\(T\) < 4\)>", "gelu_f<APPROX, true>"))
-        k = variant("gelu", "ld.nc", tuple(subs)).kernel(f"kk_bias_gelu_fwd<{ct}, 1>")
+        k = gelu_fwd_variant(u, nreg, mufu=mufu).kernel(f"kk_bias_gelu_fwd<{ct}, 1>")
         for block in (128, 256):
             occ = max(1, k.occupancy(block, 0, 0))
             full = cdiv(n, VEC[dtype] * block * u)
