@@ -85,7 +85,7 @@ def gelu_fwd_variant(packs, regs, hint="ld.nc", mufu=False):
     return variant("gelu", hint, tuple(subs))
 
 
-def sweep_gelu_fwd(dtype, copy, results, fits=((4, 64), (2, 64)), fast=False):
+def sweep_gelu_fwd(dtype, copy, results, fits=((2, 40), (4, 64)), fast=False):
     """fits: (packs per thread, register cap) pairs; fast: also each with float32's MUFU math (16-bit's)."""
     ct = CTYPE[dtype]
     x = torch.randn(ROWS, COLS, device="cuda", dtype=dtype)

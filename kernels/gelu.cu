@@ -150,7 +150,7 @@ __device__ __forceinline__ void fwd_pack(const T* x, const T* bias, T* y, long l
 // - float: 2 packs (Inductor's 8 elements per thread); tanh in 40 registers, 12 blocks of 128 threads per SM: 129.5 us
 //   against 131.4 at 4 packs in 64 and 130.9 in 32; erf in 32, 16 blocks: 130.7 against 135.9 at 4 packs in 64.
 // - 16-bit: tanh 4 packs in 64 registers on one pass; erf (A&S, more registers per element) 2 packs in 48 on 8 waves
-//   of persistent blocks: bf16 69.3 against 72.5 at 4 packs in 64 on one pass.
+//   of persistent blocks: bf16 69.5 against 73.4 at 4 packs in 64 on one pass (70.2 in 56, without its spill).
 // - double: 2 packs (its exp/erf), 64 registers.
 template <typename T, int APPROX> constexpr int kGeluFwdPacks = sizeof(T) == 2 && APPROX ? kUnroll : 2;
 template <typename T, int APPROX>

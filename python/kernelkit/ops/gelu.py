@@ -8,7 +8,7 @@ import torch
 
 from kernelkit import _native
 from kernelkit.library import TensorSpec, like, op
-from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, acc_dtype, cdiv, kernel, resident_blocks, tickets
+from kernelkit.ops._runtime import BLOCK, CTYPE, FLOATS, VEC, acc_dtype, cdiv, kernel, resident_blocks, tickets
 
 _APPROX = {"tanh": 1, "none": 0}
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
@@ -33,16 +33,18 @@ def _forward_cuda(x, bias, approximate, out):
 
 
 _FWD_BLOCK = 128
+# Elements per 16-byte pack as the kernels take them (kGeluVec in kernels/gelu.cu): double loads scalars.
+_GELU_VEC = {dt: 1 if dt == torch.float64 else VEC[dt] for dt in FLOATS}
 
 
 @functools.cache
 def _forward_shape(dtype: torch.dtype, mode: int, dev: int):
     """(kernel, elements per thread, grid cap) of the forward's 128-thread blocks (bench/exp_gelu_fits.py): each
-    thread takes kGeluFwdPacks packs of kGeluVec elements (kernels/gelu.cu; double loads scalars), on one pass of
+    thread takes kGeluFwdPacks packs of kGeluVec elements (kernels/gelu.cu), on one pass of
     blocks, except the 16-bit erf form, whose blocks loop over at most 8 waves."""
     k = kernel("gelu", f"kk_bias_gelu_fwd<{CTYPE[dtype]}, {mode}>")
     packs = 4 if dtype.itemsize == 2 and mode == 1 else 2
-    elems = packs * (16 // dtype.itemsize if dtype.itemsize < 8 else 1)
+    elems = packs * _GELU_VEC[dtype]
     cap = 8 * resident_blocks(k, _FWD_BLOCK, dev) if dtype.itemsize == 2 and mode == 0 else 1 << 62
     return k, elems, cap
 
@@ -64,7 +66,7 @@ def _backward_cuda(grad, x, bias, approximate, grad_x, grad_bias):
     k, blocks = _backward_kernels(x.dtype, mode, dev)
     # Launch shape from kernels/gelu.cu: column tiles of 16 vectors; enough row chunks for one full wave
     # of blocks (float32: two), at most 64 so the partial sums stay small.
-    vec = 16 // x.element_size() if x.dtype != torch.float64 else 1
+    vec = _GELU_VEC[x.dtype]
     grid_x = cdiv(cols, 16 * vec) if vec > 1 and cols % vec == 0 else cdiv(cols, 32)
     chunks = max(1, min(blocks // grid_x, cdiv(rows, 16), 64))
     rows_per_chunk = cdiv(rows, chunks)
