@@ -16,7 +16,7 @@ import statistics
 
 import torch
 import torch.nn.functional as F
-from sweep_flat import gelu_fwd_variant
+from sweep_flat import gelu_fwd_variant, parse_gelu_fit
 
 import kernelkit
 from kernelkit.bench import _gpu_median_ms
@@ -73,8 +73,7 @@ def main():
     ap.add_argument("--approximate", default="tanh", choices=["tanh", "none"])
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
-    fits = [(int(f.split(":", 2)[0]), int(f.split(":", 2)[1]), (f.split(":", 2) + ["ld.nc"])[2]) for f in a.fits]
-    mods = {(u, r, h): gelu_fwd_variant(u, r, h) for u, r, h in fits}
+    mods = {fit: gelu_fwd_variant(*fit) for fit in map(parse_gelu_fit, a.fits)}
     for spec in a.cases:
         med = time_case(spec, mods, a.approximate, a.rounds)
         cells = "  ".join(f"{name} {t:7.1f}" for name, t in med.items())

@@ -85,6 +85,12 @@ def gelu_fwd_variant(packs, regs, hint="ld.nc", mufu=False):
     return variant("gelu", hint, tuple(subs))
 
 
+def parse_gelu_fit(text):
+    """PACKS:MAXNREG[:HINT] -> (packs, register cap, hint); HINT (one of HINTS) defaults to ld.nc."""
+    packs, regs, *hint = text.split(":", 2)
+    return int(packs), int(regs), hint[0] if hint else "ld.nc"
+
+
 def sweep_gelu_fwd(dtype, copy, results, fits=((2, 40), (4, 64)), fast=False):
     """fits: (packs per thread, register cap) pairs; fast: also each with float32's MUFU math (16-bit's)."""
     ct = CTYPE[dtype]
@@ -189,7 +195,7 @@ def main():
     copy = copy_bandwidth()
     print(f"copy {copy:.0f} GB/s", flush=True)
     results = []
-    fits = [tuple(int(v) for v in f.split(":")) for f in a.gelu_fits]
+    fits = [parse_gelu_fit(f)[:2] for f in a.gelu_fits]
     for dtype in (getattr(torch, d) for d in a.dtypes):
         jobs = []
         if "gelu_fwd" in a.only:  # float16 too: its tanh forward has a 4-byte spill (check_compile.py)

@@ -28,8 +28,8 @@ def _forward_cuda(x, bias, approximate, out):
     if n == 0:
         return
     cols = bias.numel()
-    k, elems, cap = _forward_shape(x.dtype, mode, x.get_device())
-    k.launch(min(cdiv(n, elems * _FWD_BLOCK), cap), _FWD_BLOCK, (x, bias, out, n // cols, cols))
+    k, per_block, cap = _forward_shape(x.dtype, mode, x.get_device())
+    k.launch(min(cdiv(n, per_block), cap), _FWD_BLOCK, (x, bias, out, n // cols, cols))
 
 
 _FWD_BLOCK = 128
@@ -39,14 +39,13 @@ _GELU_VEC = {dt: 1 if dt == torch.float64 else VEC[dt] for dt in FLOATS}
 
 @functools.cache
 def _forward_shape(dtype: torch.dtype, mode: int, dev: int):
-    """(kernel, elements per thread, grid cap) of the forward's 128-thread blocks (bench/exp_gelu_fits.py): each
-    thread takes kGeluFwdPacks packs of kGeluVec elements (kernels/gelu.cu), on one pass of
-    blocks, except the 16-bit erf form, whose blocks loop over at most 8 waves."""
+    """(kernel, elements per block and pass, grid cap) of the forward's 128-thread blocks (bench/exp_gelu_fits.py):
+    each thread takes kGeluFwdPacks packs of kGeluVec elements (kernels/gelu.cu), on one pass of blocks, except the
+    16-bit erf form, whose blocks loop over at most 8 waves."""
     k = kernel("gelu", f"kk_bias_gelu_fwd<{CTYPE[dtype]}, {mode}>")
     packs = 4 if dtype.itemsize == 2 and mode == 1 else 2
-    elems = packs * _GELU_VEC[dtype]
     cap = 8 * resident_blocks(k, _FWD_BLOCK, dev) if dtype.itemsize == 2 and mode == 0 else 1 << 62
-    return k, elems, cap
+    return k, packs * _GELU_VEC[dtype] * _FWD_BLOCK, cap
 
 
 def _forward_cpu(x, bias, approximate, out):
