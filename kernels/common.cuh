@@ -145,6 +145,14 @@ __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
         : "r"(bar), "r"(parity)
         : "memory");
 }
+// A bulk copy (the TMA engine) of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global memory
+// to this CTA's shared address `dst`, its bytes counted on the mbarrier at `bar`. One instruction however long
+// the copy: the data in flight takes no registers.
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
 #endif
 
 // The address of *p in the shared memory of the cluster's CTA `rank` (p: this CTA's copy of a __shared__

@@ -874,6 +874,149 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   cs.finish();
 }
 
+// ------------------------------------------------------------------------------------------------
+// LayerNorm backward of 16-bit rows one block holds (sm_90+, 16-byte path; kk_layer_norm_bwd_bulk): each row's x and
+// gy arrive in one of S shared-memory stages by two bulk copies, issued S rows ahead by thread 0 once every thread has
+// read the stage the row replaces. The register prefetch of norm_bwd_run keeps one row ahead, which at two blocks per
+// SM left 32 KB in flight per SM at 4096 columns (81-85% of copy); the bulk copies hold none of the registers.
+// The math and the rounding are norm_bwd_run's for 16-bit LayerNorm rows (kScaleOnce), 2 packs per thread and tensor:
+// thread tx owns packs tx and tx + R. Block b takes rows b, b + gridDim.x, ... and writes their weight and bias
+// gradient sums to partial row b: the blocks' rows in flight lie together, 3-4% faster than chunks of consecutive
+// rows (bench/exp_ln_bwd_launch.py, h200-2026-11-23-s24/ln-bwd-launch2.log).
+template <int S, typename T>
+__device__ __forceinline__ void ln_bwd_bulk_run(const T* __restrict__ gy, const T* __restrict__ x,
+                                                const T* __restrict__ w, const float* __restrict__ mean,
+                                                const float* __restrict__ rstd, T* __restrict__ gx,
+                                                float* __restrict__ pw, float* __restrict__ pb, long long rows,
+                                                int cols) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int W = kk::kVec<T>, NP = 2;
+  using P = Vec<T, W>;
+  extern __shared__ uint4 kk_norms_dyn[];
+  __shared__ unsigned long long bars[S];
+  __shared__ float red[2 * 2 * 32];  // two alternating buffers of the warps' (sum g, sum g * (x - mu))
+  const int tx = threadIdx.x, R = blockDim.x, lane = tx & 31, warp = tx >> 5, nw = R >> 5;
+  const int cv = cols / W;
+  const unsigned row_bytes = unsigned(cols) * sizeof(T);
+  if (blockDim.y != 1 || R % 32 != 0 || R * NP < cv || kk::dyn_smem_bytes() < 2u * S * row_bytes) __trap();
+  unsigned char* const stages = reinterpret_cast<unsigned char*>(kk_norms_dyn);
+  auto bar = [&](int s) { return kk::smem_address(&bars[s]); };
+  auto stage = [&](int s) { return stages + 2u * s * row_bytes; };  // x, then gy
+  auto fill = [&](int s, long long r) {  // thread 0
+    if (r >= rows) return;
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // after the generic reads of the stage
+    kk::mbarrier_expect_tx(bar(s), 2 * row_bytes);
+    kk::bulk_load(kk::smem_address(stage(s)), x + r * cols, row_bytes, bar(s));
+    kk::bulk_load(kk::smem_address(stage(s) + row_bytes), gy + r * cols, row_bytes, bar(s));
+  };
+  if (tx == 0) {
+    for (int s = 0; s < S; ++s) kk::mbarrier_init(bar(s), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (tx == 0)
+    for (int s = 0; s < S; ++s) fill(s, blockIdx.x + (long long)s * gridDim.x);
+  float wf[NP][W], aw[NP][W], ab[NP][W];
+#pragma unroll
+  for (int k = 0; k < NP; ++k) {
+    const int p = k * R + tx;
+    kk::vec_to_acc(kk::load_vec_if<W, kBwdLd<T>>(w + p * W, p < cv), wf[k]);
+#pragma unroll
+    for (int j = 0; j < W; ++j) aw[k][j] = ab[k][j] = 0.f;
+  }
+  const float acols = float(cols);
+  long long row = blockIdx.x;
+  float rs = 0.f, mu = 0.f;
+  if (row < rows) {
+    rs = rstd[row];
+    mu = mean[row];
+  }
+  for (int i = 0; row < rows; row += gridDim.x, ++i) {  // row i of the block: stage i % S, phase (i / S) & 1
+    const long long next = row + gridDim.x;
+    float rsn = 0.f, mun = 0.f;
+    if (next < rows) {
+      rsn = rstd[next];
+      mun = mean[next];
+    }
+    const int s = i % S;
+    kk::mbarrier_wait(bar(s), unsigned(i / S) & 1u);
+    const P* const sx = reinterpret_cast<const P*>(stage(s));
+    const P* const sg = reinterpret_cast<const P*>(stage(s) + row_bytes);
+    P xv[NP], gv[NP];
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const int p = k * R + tx;
+      if (p < cv) {
+        xv[k] = sx[p];
+        gv[k] = sg[p];
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const float g = kk::acc_at(gv[k], j) * wf[k][j];
+          s0 += g;
+          s1 = fmaf(g, kk::acc_at(xv[k], j) - mu, s1);
+        }
+      }
+    }
+    // The row sums: the warps' butterflies, then every thread adds the warp sums in warp order (the same bits in every
+    // thread) from one of two buffers, so that one barrier per row suffices; after it no thread reads stage s.
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+      s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+    }
+    float* const rb = red + (i & 1) * 64;
+    if (lane == 0) {
+      rb[warp] = s0;
+      rb[32 + warp] = s1;
+    }
+    __syncthreads();
+    if (tx == 0) fill(s, row + (long long)S * gridDim.x);
+    s0 = s1 = 0.f;
+    for (int q = 0; q < nw; ++q) {
+      s0 += rb[q];
+      s1 += rb[32 + q];
+    }
+    const float c1 = s0 / acols, c2 = rs * s1 / acols;
+    T* const gxr = gx + row * cols;
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const int p = k * R + tx;
+      if (p < cv) {
+        float o[W];
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const float dy = kk::acc_at(gv[k], j);
+          const float g = dy * wf[k][j];
+          const float xh = (kk::acc_at(xv[k], j) - mu) * rs;
+          o[j] = rs * (g - c1 - xh * c2);
+          aw[k][j] = fmaf(dy, xh, aw[k][j]);
+          ab[k][j] += dy;
+        }
+        store_vec<W>(gxr + p * W, kk::acc_to_vec<T, W>(o));
+      }
+    }
+    rs = rsn;
+    mu = mun;
+  }
+  float* const pwr = pw + (long long)blockIdx.x * cols;
+  float* const pbr = pb + (long long)blockIdx.x * cols;
+#pragma unroll
+  for (int k = 0; k < NP; ++k) {
+    const int p = k * R + tx;
+    if (p < cv) {
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        pwr[p * W + j] = aw[k][j];
+        pbr[p * W + j] = ab[k][j];
+      }
+    }
+  }
+#else
+  __trap();  // bulk copies need sm_90+
+#endif
+}
+
 }  // namespace kk_norms
 
 // ================================================================================================
@@ -1084,4 +1227,27 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   norm_bwd<NP, true, TAIL, false, SPLIT, SMEM, MINB>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b,
                                                      rows, cols, rows_per_chunk);
+}
+
+// LayerNorm backward of 16-bit rows that one block of at most NT threads holds (2 packs per thread and tensor), their
+// x and gy brought by bulk copies into S shared-memory stages (sm_90+; kk_norms::ln_bwd_bulk_run). Results and
+// partials as kk_layer_norm_bwd's.
+// Launch: block (R, 1), R a multiple of 32 with 2 * VEC * R >= cols; cols % VEC == 0 and every pointer 16-byte
+//   aligned (the 16-byte path); dynamic shared memory >= 2 * S * cols * sizeof(T) (anything else traps). Any grid G:
+//   block b takes rows b, b + G, ... and writes partial row b (G rows in all; the resident blocks are fastest).
+//   rows_per_chunk is not read: the signature is kk_layer_norm_bwd's, so that the host launches both alike with
+//   G = ceil(rows / rows_per_chunk).
+template <typename T, int NT, int MINB, int S = 3>
+__global__ void __launch_bounds__(NT, MINB)
+kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
+                       const float* __restrict__ mean, const float* __restrict__ rstd, T* __restrict__ gx,
+                       float* __restrict__ partial_w, float* __restrict__ partial_b, long long rows, long long cols,
+                       long long rows_per_chunk) {
+  static_assert(sizeof(T) == 2, "16-bit rows");
+  kk::pdl_trigger();  // as in kk_rms_norm_bwd
+  if (rows <= 0 || cols <= 0) return;
+  if (cols % kk::kVec<T> != 0 ||
+      !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
+    __trap();
+  kk_norms::ln_bwd_bulk_run<S>(gy, x, w, mean, rstd, gx, partial_w, partial_b, rows, int(cols));
 }

@@ -195,6 +195,76 @@ def test_split_forward_without_its_parameter_slots_fails_the_launch(launch_in_su
         assert want in stdout, printed
 
 
+_BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2>"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("cols", [2056, 3000, 4096, 4104, 6144, 8192])
+def test_layer_norm_backward_bulk_rows(dtype, cols):
+    """16-bit LayerNorm rows of 2049 to 8192 columns on the 16-byte path take kk_layer_norm_bwd_bulk on sm_90+ (x and
+    gy by bulk copies into shared-memory stages; blocks of 256 threads up to 4096 columns, else of 512), with more rows
+    than resident blocks and rows that do not fill their block. The gradients agree with the CPU and are bitwise the
+    same across runs; rows off the 16-byte path keep the register kernel."""
+    shape, _ = norms._backward_shape("kk_layer_norm_bwd", dtype, cols, 0, True, False)
+    assert shape.kernel.name.startswith("kk_layer_norm_bwd_bulk<"), shape.kernel.name
+    assert shape.block[0] == 32 * -(-cols // 16 // 32) and shape.smem == 6 * cols * 2
+    assert not norms._backward_shape("kk_layer_norm_bwd", dtype, cols, 0, False, False)[0].kernel.name.endswith("bulk")
+    rows = 700
+    x, g = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype)
+    x[5] = 0.5  # a constant row: x == mean, so xhat is exactly 0
+    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
+    _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
+    out, outc = both(norms.layer_norm_backward, g, x, w, mean, rstd)
+    agree(out[0], outc[0], dtype, 8)
+    for o, oc in zip(out[1:], outc[1:]):
+        agree(o, oc, dtype, 4 * rows**0.5)
+    assert all(torch.equal(a, b) for a, b in zip(norms.layer_norm_backward(g, x, w, mean, rstd), out))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
+@pytest.mark.parametrize("grid", [5, 100])
+def test_layer_norm_backward_bulk_any_grid(grid):
+    """Block b takes rows b, b + grid, ... through its stages and writes partial row b (zeros where it has no row).
+    gx is bitwise the op's (each row's math is the same); the partials sum to its weight and bias gradients."""
+    rows, cols = 70, 4096
+    x, g = rand(rows, cols, torch.bfloat16), rand(rows, cols, torch.bfloat16)
+    w, b = rand(1, cols, torch.bfloat16).view(cols), rand(1, cols, torch.bfloat16).view(cols)
+    _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
+    want = norms.layer_norm_backward(g, x, w, mean, rstd)
+    gx = torch.empty_like(x)
+    part = torch.full((2, grid, cols), float("nan"), device="cuda")
+    args = (g, x, w, mean, rstd, gx, part[0], part[1], rows, cols, 0)
+    kernel("norms", _BULK).launch(grid, (256, 1), args, 6 * cols * 2)
+    assert torch.equal(gx, want[0])
+    assert not part[:, rows:].any()
+    for p, gw in zip(part, want[1:]):
+        torch.testing.assert_close(p.sum(0), gw.float(), atol=0.05, rtol=1.6e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
+@pytest.mark.parametrize(
+    "block, smem, offset",
+    [(128, 6 * 4096 * 2, 0), (256, 6 * 4096 * 2 - 16, 0), (256, 6 * 4096 * 2, 1), (256, 6 * 4096 * 2, 0)],
+    ids=["row-wider-than-the-block", "too-little-shared-memory", "misaligned-x", "fits"],
+)
+def test_layer_norm_backward_bulk_launch_checks(launch_in_subprocess, block, smem, offset):
+    """kk_layer_norm_bwd_bulk traps on a launch it does not fit (a row beyond its block's 2 packs per thread, less
+    shared memory than three stages of x and gy, a misaligned pointer): the error names the kernel."""
+    stdout, printed = launch_in_subprocess(f"""
+        from kernelkit.ops._runtime import kernel
+        rows, cols, dt = 16, 4096, torch.bfloat16
+        x = torch.randn(rows * cols + 8, device="cuda", dtype=dt)[{offset}:][: rows * cols].view(rows, cols)
+        g, gx = torch.randn(rows, cols, device="cuda", dtype=dt), torch.empty(rows, cols, device="cuda", dtype=dt)
+        w, stat = torch.ones(cols, device="cuda", dtype=dt), torch.ones(rows, device="cuda")
+        part = torch.empty(2, rows, cols, device="cuda")
+        args = (g, x, w, stat, stat, gx, part[0], part[1], rows, cols, 1)
+        kernel("norms", "{_BULK}").launch(rows, ({block}, 1), args, {smem})
+    """)
+    want = "NO ERROR" if (block, smem, offset) == (256, 6 * 4096 * 2, 0) else f"LAUNCH_ERROR kernel '{_BULK}' failed"
+    assert want in stdout, printed
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", WIDTHS)
 @pytest.mark.parametrize("offset", [0, 1])

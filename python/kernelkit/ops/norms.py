@@ -23,6 +23,7 @@ from kernelkit.ops._runtime import (
     acc_dtype,
     cdiv,
     check_stats,
+    has_clusters,
     kernel,
     pow2ceil,
     resident_blocks,
@@ -125,6 +126,16 @@ _BWD_HELD_FIT = {
     ("kk_layer_norm_bwd", _F32, False): (1, 1),
 }
 
+# 16-bit LayerNorm rows one block holds (2049 to 8192 columns, sm_90+, 16-byte path) take kk_layer_norm_bwd_bulk: x and
+# gy arrive by bulk copies into three shared-memory stages, rows ahead without registers. (threads per block up to
+# which a kernel fits, minimum blocks per SM). 32768 rows on an H200, the launches without the op's Python, against
+# the register-prefetch kernel (bench/exp_ln_bwd_launch.py, h200-2026-11-23-s24/ln-bwd-launch3.log): bf16 4096
+# 233.0 -> 216.8 us, 8192 447.1 -> 404.4; float16 234.9 -> 217.5, 462.2 -> 401.2 (two stages: 234-237 and 436-437).
+# RMSNorm's rows measured no faster that way (bench/exp_bulk_bwd.py: 217.7 against 219.5 us at 4096, 416.9 against
+# 416.7 at 8192; bulk-bwd.log).
+_BWD_BULK_FIT = ((256, 2), (512, 1))
+_BWD_BULK_STAGES = 3  # the kernel's S
+
 
 def split_param_bytes(name: str, packs: int) -> int:
     """Dynamic shared memory per thread of a forward whose rows are split over a cluster (kernels/norms.cu
@@ -216,6 +227,12 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
         split = split_shape("norms", e, packs, dtype, cols, dev, per_thread)
         if split:
             return split, column_sum
+    if name == "kk_layer_norm_bwd" and dtype in _B16 and vec and not tail and r >= 256 and has_clusters(dev):
+        threads = 32 * cdiv(cdiv(cols // VEC[dtype], packs), 32)
+        nt, minb = next(f for f in _BWD_BULK_FIT if threads <= f[0])
+        k = kernel("norms", f"kk_layer_norm_bwd_bulk<{CTYPE[dtype]}, {nt}, {minb}>")
+        smem = 2 * _BWD_BULK_STAGES * cols * dtype.itemsize
+        return RowShape(k, (threads, 1), 1, resident_blocks(k, threads, dev, smem), smem=smem), column_sum
     if not tail and vec and r >= 256 and (name, dtype, extra) in _BWD_HELD_FIT:
         e, per_thread = expr(*_BWD_HELD_FIT[name, dtype, extra], False)
         k = kernel("norms", e)
