@@ -875,16 +875,16 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 }
 
 // ------------------------------------------------------------------------------------------------
-// LayerNorm backward of 16-bit rows one block holds (sm_90+, 16-byte path; kk_layer_norm_bwd_bulk): each row's x and
-// gy arrive in one of S shared-memory stages by two bulk copies, issued S rows ahead by thread 0 once every thread has
-// read the stage the row replaces. The register prefetch of norm_bwd_run keeps one row ahead, which at two blocks per
-// SM left 32 KB in flight per SM at 4096 columns (81-85% of copy); the bulk copies hold none of the registers.
-// The math and the rounding are norm_bwd_run's for 16-bit LayerNorm rows (kScaleOnce), 2 packs per thread and tensor:
-// thread tx owns packs tx and tx + R. Block b takes rows b, b + gridDim.x, ... and writes their weight and bias
+// The backward of 16-bit LayerNorm (LN) or RMSNorm rows one block holds (sm_90+, 16-byte path; kk_layer_norm_bwd_bulk,
+// kk_rms_norm_bwd_bulk): each row's x and gy arrive in one of S shared-memory stages by two bulk copies, issued S rows
+// ahead by thread 0 once every thread has read the stage the row replaces. The register prefetch of norm_bwd_run keeps
+// one row ahead, which at two blocks per SM left 32 KB in flight per SM at 4096 columns (81-88% of copy); the bulk
+// copies hold none of the registers. The math and the rounding are norm_bwd_run's for 16-bit rows (kScaleOnce), 2
+// packs per thread and tensor: thread tx owns packs tx and tx + R. Block b takes rows b, b + gridDim.x, ... and writes their weight and bias
 // gradient sums to partial row b: the blocks' rows in flight lie together, 3-4% faster than chunks of consecutive
 // rows (bench/exp_ln_bwd_launch.py, h200-2026-11-23-s24/ln-bwd-launch2.log).
-template <int S, typename T>
-__device__ __forceinline__ void ln_bwd_bulk_run(const T* __restrict__ gy, const T* __restrict__ x,
+template <bool LN, int S, typename T>
+__device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, const T* __restrict__ x,
                                                 const T* __restrict__ w, const float* __restrict__ mean,
                                                 const float* __restrict__ rstd, T* __restrict__ gx,
                                                 float* __restrict__ pw, float* __restrict__ pb, long long rows,
@@ -929,14 +929,14 @@ __device__ __forceinline__ void ln_bwd_bulk_run(const T* __restrict__ gy, const 
   float rs = 0.f, mu = 0.f;
   if (row < rows) {
     rs = rstd[row];
-    mu = mean[row];
+    if constexpr (LN) mu = mean[row];
   }
   for (int i = 0; row < rows; row += gridDim.x, ++i) {  // row i of the block: stage i % S, phase (i / S) & 1
     const long long next = row + gridDim.x;
     float rsn = 0.f, mun = 0.f;
     if (next < rows) {
       rsn = rstd[next];
-      mun = mean[next];
+      if constexpr (LN) mun = mean[next];
     }
     const int s = i % S;
     kk::mbarrier_wait(bar(s), unsigned(i / S) & 1u);
@@ -953,8 +953,8 @@ __device__ __forceinline__ void ln_bwd_bulk_run(const T* __restrict__ gy, const 
 #pragma unroll
         for (int j = 0; j < W; ++j) {
           const float g = kk::acc_at(gv[k], j) * wf[k][j];
-          s0 += g;
-          s1 = fmaf(g, kk::acc_at(xv[k], j) - mu, s1);
+          if constexpr (LN) s0 += g;
+          s1 = fmaf(g, LN ? kk::acc_at(xv[k], j) - mu : kk::acc_at(xv[k], j), s1);
         }
       }
     }
@@ -962,7 +962,7 @@ __device__ __forceinline__ void ln_bwd_bulk_run(const T* __restrict__ gy, const 
     // thread) from one of two buffers, so that one barrier per row suffices; after it no thread reads stage s.
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-      s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+      if constexpr (LN) s0 += __shfl_xor_sync(0xffffffffu, s0, o);
       s1 += __shfl_xor_sync(0xffffffffu, s1, o);
     }
     float* const rb = red + (i & 1) * 64;
@@ -974,10 +974,10 @@ __device__ __forceinline__ void ln_bwd_bulk_run(const T* __restrict__ gy, const 
     if (tx == 0) fill(s, row + (long long)S * gridDim.x);
     s0 = s1 = 0.f;
     for (int q = 0; q < nw; ++q) {
-      s0 += rb[q];
+      if constexpr (LN) s0 += rb[q];
       s1 += rb[32 + q];
     }
-    const float c1 = s0 / acols, c2 = rs * s1 / acols;
+    const float c1 = LN ? s0 / acols : 0.f, c2 = rs * s1 / acols;
     T* const gxr = gx + row * cols;
 #pragma unroll
     for (int k = 0; k < NP; ++k) {
@@ -988,10 +988,10 @@ __device__ __forceinline__ void ln_bwd_bulk_run(const T* __restrict__ gy, const 
         for (int j = 0; j < W; ++j) {
           const float dy = kk::acc_at(gv[k], j);
           const float g = dy * wf[k][j];
-          const float xh = (kk::acc_at(xv[k], j) - mu) * rs;
-          o[j] = rs * (g - c1 - xh * c2);
+          const float xh = (LN ? kk::acc_at(xv[k], j) - mu : kk::acc_at(xv[k], j)) * rs;
+          o[j] = rs * (LN ? g - c1 - xh * c2 : g - xh * c2);
           aw[k][j] = fmaf(dy, xh, aw[k][j]);
-          ab[k][j] += dy;
+          if constexpr (LN) ab[k][j] += dy;
         }
         store_vec<W>(gxr + p * W, kk::acc_to_vec<T, W>(o));
       }
@@ -1000,7 +1000,7 @@ __device__ __forceinline__ void ln_bwd_bulk_run(const T* __restrict__ gy, const 
     mu = mun;
   }
   float* const pwr = pw + (long long)blockIdx.x * cols;
-  float* const pbr = pb + (long long)blockIdx.x * cols;
+  float* const pbr = LN ? pb + (long long)blockIdx.x * cols : nullptr;
 #pragma unroll
   for (int k = 0; k < NP; ++k) {
     const int p = k * R + tx;
@@ -1008,7 +1008,7 @@ __device__ __forceinline__ void ln_bwd_bulk_run(const T* __restrict__ gy, const 
 #pragma unroll
       for (int j = 0; j < W; ++j) {
         pwr[p * W + j] = aw[k][j];
-        pbr[p * W + j] = ab[k][j];
+        if constexpr (LN) pbr[p * W + j] = ab[k][j];
       }
     }
   }
@@ -1230,7 +1230,7 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
 }
 
 // LayerNorm backward of 16-bit rows that one block of at most NT threads holds (2 packs per thread and tensor), their
-// x and gy brought by bulk copies into S shared-memory stages (sm_90+; kk_norms::ln_bwd_bulk_run). Results and
+// x and gy brought by bulk copies into S shared-memory stages (sm_90+; kk_norms::norm_bwd_bulk_run). Results and
 // partials as kk_layer_norm_bwd's.
 // Launch: block (R, 1), R a multiple of 32 with 2 * VEC * R >= cols; cols % VEC == 0 and every pointer 16-byte
 //   aligned (the 16-byte path); dynamic shared memory >= 2 * S * cols * sizeof(T) (anything else traps). Any grid G:
@@ -1249,5 +1249,22 @@ kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const 
   if (cols % kk::kVec<T> != 0 ||
       !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
     __trap();
-  kk_norms::ln_bwd_bulk_run<S>(gy, x, w, mean, rstd, gx, partial_w, partial_b, rows, int(cols));
+  kk_norms::norm_bwd_bulk_run<true, S>(gy, x, w, mean, rstd, gx, partial_w, partial_b, rows, int(cols));
+}
+
+// RMSNorm backward of 16-bit rows that one block of at most NT threads holds, their x and gy brought by bulk copies
+// as in kk_layer_norm_bwd_bulk. Results and partials as kk_rms_norm_bwd's without g_extra (which must be nullptr).
+// Launch: as kk_layer_norm_bwd_bulk.
+template <typename T, int NT, int MINB, int S = 3>
+__global__ void __launch_bounds__(NT, MINB)
+kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
+                     const float* __restrict__ rstd, const T* __restrict__ g_extra, T* __restrict__ gx,
+                     float* __restrict__ partial, long long rows, long long cols, long long rows_per_chunk) {
+  static_assert(sizeof(T) == 2, "16-bit rows");
+  kk::pdl_trigger();  // as in kk_rms_norm_bwd
+  if (rows <= 0 || cols <= 0) return;
+  if (g_extra != nullptr || cols % kk::kVec<T> != 0 ||
+      !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
+    __trap();
+  kk_norms::norm_bwd_bulk_run<false, S>(gy, x, w, nullptr, rstd, gx, partial, nullptr, rows, int(cols));
 }

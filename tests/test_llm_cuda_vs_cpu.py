@@ -201,25 +201,37 @@ _BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2>"
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("cols", [2056, 3000, 4096, 4104, 6144, 8192])
-def test_layer_norm_backward_bulk_rows(dtype, cols):
-    """16-bit LayerNorm rows of 2049 to 8192 columns on the 16-byte path take kk_layer_norm_bwd_bulk on sm_90+ (x and
-    gy by bulk copies into shared-memory stages; blocks of 256 threads up to 4096 columns, else of 512), with more rows
-    than resident blocks and rows that do not fill their block. The gradients agree with the CPU and are bitwise the
-    same across runs; rows off the 16-byte path keep the register kernel."""
-    shape, _ = norms._backward_shape("kk_layer_norm_bwd", dtype, cols, 0, True, False)
-    assert shape.kernel.name.startswith("kk_layer_norm_bwd_bulk<"), shape.kernel.name
-    assert shape.block[0] == 32 * -(-cols // 16 // 32) and shape.smem == 6 * cols * 2
-    assert not norms._backward_shape("kk_layer_norm_bwd", dtype, cols, 0, False, False)[0].kernel.name.endswith("bulk")
+@pytest.mark.parametrize("name", ["kk_layer_norm_bwd", "kk_rms_norm_bwd"])
+def test_norm_backward_bulk_rows(name, dtype, cols):
+    """16-bit rows on the 16-byte path take <kernel>_bulk on sm_90+ (x and gy by bulk copies into shared-memory stages):
+    LayerNorm from 2049 to 8192 columns (blocks of 256 threads up to 4096 columns, else of 512), RMSNorm up to 4096;
+    with more rows than resident blocks and rows that do not fill their block. The gradients agree with the CPU and are
+    bitwise the same across runs; RMSNorm's longer rows, add_rms_norm's and rows off the 16-byte path keep the register
+    kernels."""
+    ln = name == "kk_layer_norm_bwd"
+    shape, _ = norms._backward_shape(name, dtype, cols, 0, True, False)
+    if ln or cols <= 4096:
+        assert shape.kernel.name.startswith(f"{name}_bulk<"), shape.kernel.name
+        assert shape.block[0] == 32 * -(-cols // 16 // 32) and shape.smem == 6 * cols * 2
+    else:
+        assert "bulk" not in shape.kernel.name
+    assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, False, False)[0].kernel.name
+    assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, True, True)[0].kernel.name
     rows = 700
     x, g = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype)
-    x[5] = 0.5  # a constant row: x == mean, so xhat is exactly 0
+    x[5] = 0.5  # a constant row: LayerNorm's x == mean, so xhat is exactly 0
     w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
-    _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
-    out, outc = both(norms.layer_norm_backward, g, x, w, mean, rstd)
+    if ln:
+        _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
+        fn, args = norms.layer_norm_backward, (g, x, w, mean, rstd)
+    else:
+        _, rstd = norms._rms_norm(x, w, 1e-6)
+        fn, args = norms.rms_norm_backward, (g, x, w, rstd)
+    out, outc = both(fn, *args)
     agree(out[0], outc[0], dtype, 8)
     for o, oc in zip(out[1:], outc[1:]):
         agree(o, oc, dtype, 4 * rows**0.5)
-    assert all(torch.equal(a, b) for a, b in zip(norms.layer_norm_backward(g, x, w, mean, rstd), out))
+    assert all(torch.equal(a, b) for a, b in zip(fn(*args), out))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
@@ -263,6 +275,23 @@ def test_layer_norm_backward_bulk_launch_checks(launch_in_subprocess, block, sme
     """)
     want = "NO ERROR" if (block, smem, offset) == (256, 6 * 4096 * 2, 0) else f"LAUNCH_ERROR kernel '{_BULK}' failed"
     assert want in stdout, printed
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
+@pytest.mark.parametrize("extra", [False, True], ids=["fits", "with-g_extra"])
+def test_rms_norm_backward_bulk_takes_no_extra_gradient(launch_in_subprocess, extra):
+    """kk_rms_norm_bwd_bulk has no add_rms_norm path: a launch given g_extra traps, naming the kernel."""
+    expr = "kk_rms_norm_bwd_bulk<__nv_bfloat16, 256, 4>"
+    stdout, printed = launch_in_subprocess(f"""
+        from kernelkit.ops._runtime import kernel
+        rows, cols, dt = 16, 4096, torch.bfloat16
+        x, g, gx = (torch.randn(rows, cols, device="cuda", dtype=dt) for _ in range(3))
+        w, rstd = torch.ones(cols, device="cuda", dtype=dt), torch.ones(rows, device="cuda")
+        part = torch.empty(rows, cols, device="cuda")
+        args = (g, x, w, rstd, g if {extra} else 0, gx, part, rows, cols, 1)
+        kernel("norms", "{expr}").launch(rows, (256, 1), args, 6 * cols * 2)
+    """)
+    assert (f"LAUNCH_ERROR kernel '{expr}' failed" if extra else "NO ERROR") in stdout, printed
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -28,6 +28,7 @@ from kernelkit.ops._runtime import (
     pow2ceil,
     resident_blocks,
     row_cache_bytes,
+    sm_count,
     split_shape,
     vector_path,
 )
@@ -126,14 +127,20 @@ _BWD_HELD_FIT = {
     ("kk_layer_norm_bwd", _F32, False): (1, 1),
 }
 
-# 16-bit LayerNorm rows one block holds (2049 to 8192 columns, sm_90+, 16-byte path) take kk_layer_norm_bwd_bulk: x and
-# gy arrive by bulk copies into three shared-memory stages, rows ahead without registers. (threads per block up to
-# which a kernel fits, minimum blocks per SM). 32768 rows on an H200, the launches without the op's Python, against
-# the register-prefetch kernel (bench/exp_ln_bwd_launch.py, h200-2026-11-23-s24/ln-bwd-launch3.log): bf16 4096
-# 233.0 -> 216.8 us, 8192 447.1 -> 404.4; float16 234.9 -> 217.5, 462.2 -> 401.2 (two stages: 234-237 and 436-437).
-# RMSNorm's rows measured no faster that way (bench/exp_bulk_bwd.py: 217.7 against 219.5 us at 4096, 416.9 against
-# 416.7 at 8192; bulk-bwd.log).
-_BWD_BULK_FIT = ((256, 2), (512, 1))
+# 16-bit LayerNorm and RMSNorm rows one block holds (sm_90+, 16-byte path) take <kernel>_bulk: x and gy arrive by bulk
+# copies into three shared-memory stages, rows ahead without registers. kernel -> (threads per block up to which a fit
+# applies, its minimum blocks per SM in __launch_bounds__, blocks per SM launched). 32768 rows on an H200 against the
+# register-prefetch kernels:
+# - LayerNorm, 2049-8192 columns, its launches without the op's Python (bench/exp_ln_bwd_launch.py,
+#   h200-2026-11-23-s24/ln-bwd-launch3.log): bf16 4096 233.0 -> 216.8 us, 8192 447.1 -> 404.4; float16 234.9 -> 217.5,
+#   462.2 -> 401.2 (two stages: 234-237 and 436-437);
+# - RMSNorm, 2049-4096 columns: under 64 registers at two blocks per SM, 218.0 -> 203.8 us (bench/exp_bulk_bwd.py,
+#   bulk-bwd-bps.log; 224-229 at 80-128 registers or three blocks). At 8192 columns it measured no faster
+#   (416.9 against 416.7 us, bulk-bwd.log), nor does add_rms_norm's backward take it (92% of copy already).
+_BWD_BULK_FIT = {
+    "kk_layer_norm_bwd": ((256, 2, 2), (512, 1, 1)),
+    "kk_rms_norm_bwd": ((256, 4, 2),),
+}
 _BWD_BULK_STAGES = 3  # the kernel's S
 
 
@@ -227,12 +234,14 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
         split = split_shape("norms", e, packs, dtype, cols, dev, per_thread)
         if split:
             return split, column_sum
-    if name == "kk_layer_norm_bwd" and dtype in _B16 and vec and not tail and r >= 256 and has_clusters(dev):
-        threads = 32 * cdiv(cdiv(cols // VEC[dtype], packs), 32)
-        nt, minb = next(f for f in _BWD_BULK_FIT if threads <= f[0])
-        k = kernel("norms", f"kk_layer_norm_bwd_bulk<{CTYPE[dtype]}, {nt}, {minb}>")
+    threads = 32 * cdiv(cdiv(cols // VEC[dtype], packs), 32)
+    bulk = [f for f in _BWD_BULK_FIT.get(name, ()) if threads <= f[0]]
+    if bulk and not extra and dtype in _B16 and vec and not tail and r >= 256 and has_clusters(dev):
+        nt, minb, per_sm = bulk[0]
+        k = kernel("norms", f"{name}_bulk<{CTYPE[dtype]}, {nt}, {minb}>")
         smem = 2 * _BWD_BULK_STAGES * cols * dtype.itemsize
-        return RowShape(k, (threads, 1), 1, resident_blocks(k, threads, dev, smem), smem=smem), column_sum
+        cap = min(resident_blocks(k, threads, dev, smem), per_sm * sm_count(dev))
+        return RowShape(k, (threads, 1), 1, cap, smem=smem), column_sum
     if not tail and vec and r >= 256 and (name, dtype, extra) in _BWD_HELD_FIT:
         e, per_thread = expr(*_BWD_HELD_FIT[name, dtype, extra], False)
         k = kernel("norms", e)
