@@ -1,11 +1,13 @@
 """Experiment: held 16-bit norm backwards whose (x, gy) rows arrive by bulk copy into S shared-memory stages.
 
-The held bf16 backwards (32768 x 4096/8192) run at 82-88% of copy: a block holds one row in registers and loads the
-next one ahead, so each SM has two rows of (x, gy) in flight (2 blocks x 16 KB at 4096 columns), which Little's law
-puts near 85% at the loaded DRAM latency. Register prefetch cannot go deeper without spilling, nor did per-thread
-cp.async staging help (bench/NOTES.md session 13). A bulk copy (cp.async.bulk, one instruction per row and tensor)
-costs no registers: S rows in flight per block, bounded by shared memory. This times such kernels against the
-shipped op and the shipped kernel alone (its weight sums then summed by the shipped kk_column_sum in both):
+Before session 24 the held bf16 backwards (32768 x 4096/8192) ran at 82-88% of copy: a block held one row in
+registers and loaded the next one ahead, so each SM had two rows of (x, gy) in flight (2 blocks x 16 KB at 4096
+columns), which Little's law puts near 85% at the loaded DRAM latency. Register prefetch cannot go deeper without
+spilling, nor did per-thread cp.async staging help (bench/NOTES.md session 13). A bulk copy (cp.async.bulk, one
+instruction per row and tensor) costs no registers: S rows in flight per block, bounded by shared memory. This times
+such kernels (each followed by the shipped kk_column_sum) against the op, at the resident blocks per SM and at two.
+What it found is now kk_layer_norm_bwd_bulk and kk_rms_norm_bwd_bulk (kernels/norms.cu): where they apply, "op" runs
+one.
 
     python3 bench/exp_bulk_bwd.py --out bulk_bwd.json
     EXP_BULK_CASES=rms_norm:4096 python3 bench/exp_bulk_bwd.py   # some of the cases (NAME:COLS, comma-separated)

@@ -880,9 +880,9 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 // ahead by thread 0 once every thread has read the stage the row replaces. The register prefetch of norm_bwd_run keeps
 // one row ahead, which at two blocks per SM left 32 KB in flight per SM at 4096 columns (81-88% of copy); the bulk
 // copies hold none of the registers. The math and the rounding are norm_bwd_run's for 16-bit rows (kScaleOnce), 2
-// packs per thread and tensor: thread tx owns packs tx and tx + R. Block b takes rows b, b + gridDim.x, ... and writes their weight and bias
-// gradient sums to partial row b: the blocks' rows in flight lie together, 3-4% faster than chunks of consecutive
-// rows (bench/exp_ln_bwd_launch.py, h200-2026-11-23-s24/ln-bwd-launch2.log).
+// packs per thread and tensor: thread tx owns packs tx and tx + R. Block b takes rows b, b + gridDim.x, ... and writes
+// their weight (and bias) gradient sums to partial row b: the blocks' rows in flight lie together, 3-4% faster than
+// chunks of consecutive rows (bench/exp_ln_bwd_launch.py, h200-2026-11-23-s24/ln-bwd-launch2.log).
 template <bool LN, int S, typename T>
 __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, const T* __restrict__ x,
                                                 const T* __restrict__ w, const float* __restrict__ mean,
@@ -1246,7 +1246,7 @@ kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const 
   static_assert(sizeof(T) == 2, "16-bit rows");
   kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0) return;
-  if (cols % kk::kVec<T> != 0 ||
+  if (cols % kk::kVec<T> != 0 || cols > 2LL * kk::kVec<T> * NT ||
       !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
     __trap();
   kk_norms::norm_bwd_bulk_run<true, S>(gy, x, w, mean, rstd, gx, partial_w, partial_b, rows, int(cols));
@@ -1263,7 +1263,7 @@ kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T*
   static_assert(sizeof(T) == 2, "16-bit rows");
   kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0) return;
-  if (g_extra != nullptr || cols % kk::kVec<T> != 0 ||
+  if (g_extra != nullptr || cols % kk::kVec<T> != 0 || cols > 2LL * kk::kVec<T> * NT ||
       !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
     __trap();
   kk_norms::norm_bwd_bulk_run<false, S>(gy, x, w, nullptr, rstd, gx, partial, nullptr, rows, int(cols));
