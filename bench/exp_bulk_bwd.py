@@ -31,11 +31,6 @@ SRC = r"""
 
 using kk::Vec;
 
-__device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-
 // Rows r = blockIdx.x + i * gridDim.x; stage i % S holds row i's x then gy. KP packs per thread (p = tid + k * NT).
 // The block's weight (and bias) gradient sums go to partial row blockIdx.x (pb: the bias's, LN only).
 // 16-bit math as the shipped kernel's (kScaleOnce): c2 = rs * sum(g * (x - mu)) / cols.
@@ -57,8 +52,8 @@ __global__ void __launch_bounds__(NTB, MINB) norm_bwd_bulk(const T* __restrict__
     if (r < rows) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // after this stage's generic reads
       kk::mbarrier_expect_tx(bar(s), 2 * row_bytes);
-      bulk_copy(kk::smem_address(stage(s)), x + r * cols, row_bytes, bar(s));
-      bulk_copy(kk::smem_address(stage(s) + row_bytes), gy + r * cols, row_bytes, bar(s));
+      kk::bulk_load(kk::smem_address(stage(s)), x + r * cols, row_bytes, bar(s));
+      kk::bulk_load(kk::smem_address(stage(s) + row_bytes), gy + r * cols, row_bytes, bar(s));
     }
   };
   if (tid == 0) {

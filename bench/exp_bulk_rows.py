@@ -27,10 +27,9 @@ SRC = r"""
 using kk::Vec;
 
 // One arrival expecting `bytes`, and the bulk copy that completes them on the mbarrier at `bar`.
-__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+__device__ __forceinline__ void expect_and_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
   kk::mbarrier_expect_tx(bar, bytes);
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+  kk::bulk_load(dst, src, bytes, bar);
 }
 
 // One block per row at a time, S rows in flight: stage s of block b holds its rows i = s, s + S, ...
@@ -54,7 +53,7 @@ __global__ void __launch_bounds__(512) norm_bulk(const T* __restrict__ x, const 
   auto refill = [&](int s, long long r) {
     if (r < rows) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // after this stage's generic reads
-      bulk_load(stage(s), x + r * cols, row_bytes, bar(s));
+      expect_and_load(stage(s), x + r * cols, row_bytes, bar(s));
     }
   };
   if (tid == 0) {

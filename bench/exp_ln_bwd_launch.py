@@ -1,5 +1,5 @@
 """Experiment: the 16-bit LayerNorm backward's launches timed without the op's Python (ops/norms.py
-_launch_backward on preallocated outputs), for the bulk-copy kernel (kk_layer_norm_bwd_bulk), source variants of it,
+_launch_backward on preallocated outputs), for the bulk-copy kernel (kk_layer_norm_bwd_bulk) at two and three stages,
 and the register-prefetch kernel it replaced (the shape the host picks without sm_90's clusters).
 
 Timed through the op, these cells can be host-bound on the GPU machine (a backward call's Python took 150-320 us
@@ -12,36 +12,32 @@ from __future__ import annotations
 
 import exp_bulk_bwd
 import torch
-from sweep_common import interleaved, run_cases, source_variant
+from sweep_common import interleaved, run_cases
 
 from kernelkit.ops import _runtime, norms
 
-# (tag, kernels/norms.cu substitutions, shared-memory stages; None: the register-prefetch kernel). Session 24's first
-# bulk kernel also took chunks of consecutive rows, or summed its rows with block_row_sum's two barriers
-# (kBulkStrided, kBulkOneBarrier in h200-2026-11-23-s24/ln-bwd-launch2.log): both slower, and no longer in the source.
-# ln-bwd-launch3.log ran when the kernel had two stages: its "bulk, 3 stages" row is the kernel as shipped.
-VARIANTS = [
-    ("bulk", (), 3),
-    ("bulk, 2 stages", (("int S = 3>", "int S = 2>"),), 2),
-    ("register prefetch", None, 3),
-]
+# (tag, shared-memory stages of the bulk kernel; None: the register-prefetch kernel). The session-24 logs came from
+# earlier forms of this script, which made variants by substituting kernels/norms.cu: the first bulk kernel also took
+# chunks of consecutive rows, or summed its rows with block_row_sum's two barriers (kBulkStrided, kBulkOneBarrier in
+# h200-2026-11-23-s24/ln-bwd-launch2.log), both slower and no longer in the source; ln-bwd-launch3.log ran when the
+# kernel's stages were a template default of 2, so its "bulk, 3 stages" row is the kernel as shipped.
+VARIANTS = [("bulk", 3), ("bulk, 2 stages", 2), ("register prefetch", None)]
 CASES = [(dtype, 32768, cols) for dtype in (torch.bfloat16, torch.float16) for cols in (4096, 8192)]
 
 
-def _launcher(subs, stages, dtype, cols, dev):
-    """A stand-in for norms._backward_shape that returns the shape of ``subs``' source (None: the shape the host picks
-    on a GPU without clusters) for 16-byte LayerNorm rows of ``cols``, compiled and bound now."""
+def _launcher(stages, dtype, cols, dev):
+    """A stand-in for norms._backward_shape that returns the bulk kernel's shape at ``stages`` (None: the shape the host
+    picks on a GPU without clusters) for 16-byte LayerNorm rows of ``cols``, compiled and bound now."""
     norms._backward_shape.cache_clear()
-    real_kernel, real_clusters, real_stages = norms.kernel, norms.has_clusters, norms._BWD_BULK_STAGES
+    real_clusters, real_stages = norms.has_clusters, norms._BWD_BULK_STAGES
     try:
-        norms._BWD_BULK_STAGES = stages
-        if subs is None:
+        if stages is None:
             norms.has_clusters = lambda dev: False
-        elif subs:
-            norms.kernel = lambda fam, expr: source_variant(fam, subs).kernel(expr)
+        else:
+            norms._BWD_BULK_STAGES = stages
         shape = norms._backward_shape("kk_layer_norm_bwd", dtype, cols, dev, True, False)
     finally:
-        norms.kernel, norms.has_clusters, norms._BWD_BULK_STAGES = real_kernel, real_clusters, real_stages
+        norms.has_clusters, norms._BWD_BULK_STAGES = real_clusters, real_stages
         norms._backward_shape.cache_clear()
     return lambda *key: shape
 
@@ -53,8 +49,8 @@ def time_case(dtype, rows, cols, copy, reps):
     want = norms.layer_norm_backward(g, x, w, mean, rstd)
     head = (g, x, w, mean, rstd)
     calls, outs = {}, {}
-    for tag, subs, stages in VARIANTS:
-        pin = _launcher(subs, stages, dtype, cols, x.get_device())
+    for tag, stages in VARIANTS:
+        pin = _launcher(stages, dtype, cols, x.get_device())
         gx, gw, gb = torch.empty_like(x), torch.empty_like(w), torch.empty_like(b)
 
         def run(pin=pin, gx=gx, gw=gw, gb=gb):

@@ -1233,11 +1233,12 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
 // x and gy brought by bulk copies into S shared-memory stages (sm_90+; kk_norms::norm_bwd_bulk_run). Results and
 // partials as kk_layer_norm_bwd's.
 // Launch: block (R, 1), R a multiple of 32 with 2 * VEC * R >= cols; cols % VEC == 0 and every pointer 16-byte
-//   aligned (the 16-byte path); dynamic shared memory >= 2 * S * cols * sizeof(T) (anything else traps). Any grid G:
+//   aligned (the 16-byte path); dynamic shared memory >= 2 * S * cols * sizeof(T) (anything else traps; S is the
+//   stages, ops/norms.py _BWD_BULK_STAGES). Any grid G:
 //   block b takes rows b, b + G, ... and writes partial row b (G rows in all; the resident blocks are fastest).
 //   rows_per_chunk is not read: the signature is kk_layer_norm_bwd's, so that the host launches both alike with
 //   G = ceil(rows / rows_per_chunk).
-template <typename T, int NT, int MINB, int S = 3>
+template <typename T, int NT, int MINB, int S>
 __global__ void __launch_bounds__(NT, MINB)
 kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                        const float* __restrict__ mean, const float* __restrict__ rstd, T* __restrict__ gx,
@@ -1255,7 +1256,7 @@ kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const 
 // RMSNorm backward of 16-bit rows that one block of at most NT threads holds, their x and gy brought by bulk copies
 // as in kk_layer_norm_bwd_bulk. Results and partials as kk_rms_norm_bwd's without g_extra (which must be nullptr).
 // Launch: as kk_layer_norm_bwd_bulk.
-template <typename T, int NT, int MINB, int S = 3>
+template <typename T, int NT, int MINB, int S>
 __global__ void __launch_bounds__(NT, MINB)
 kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                      const float* __restrict__ rstd, const T* __restrict__ g_extra, T* __restrict__ gx,

@@ -195,7 +195,7 @@ def test_split_forward_without_its_parameter_slots_fails_the_launch(launch_in_su
         assert want in stdout, printed
 
 
-_BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2>"
+_BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2, 3>"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
@@ -281,7 +281,7 @@ def test_layer_norm_backward_bulk_launch_checks(launch_in_subprocess, block, sme
 @pytest.mark.parametrize("extra", [False, True], ids=["fits", "with-g_extra"])
 def test_rms_norm_backward_bulk_takes_no_extra_gradient(launch_in_subprocess, extra):
     """kk_rms_norm_bwd_bulk has no add_rms_norm path: a launch given g_extra traps, naming the kernel."""
-    expr = "kk_rms_norm_bwd_bulk<__nv_bfloat16, 256, 4>"
+    expr = "kk_rms_norm_bwd_bulk<__nv_bfloat16, 256, 4, 3>"
     stdout, printed = launch_in_subprocess(f"""
         from kernelkit.ops._runtime import kernel
         rows, cols, dt = 16, 4096, torch.bfloat16

@@ -141,7 +141,7 @@ _BWD_BULK_FIT = {
     "kk_layer_norm_bwd": ((256, 2, 2), (512, 1, 1)),
     "kk_rms_norm_bwd": ((256, 4, 2),),
 }
-_BWD_BULK_STAGES = 3  # the kernel's S
+_BWD_BULK_STAGES = 3  # S, the kernels' template argument: their shared memory is 2 * S rows
 
 
 def split_param_bytes(name: str, packs: int) -> int:
@@ -238,7 +238,7 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
     bulk = [f for f in _BWD_BULK_FIT.get(name, ()) if threads <= f[0]]
     if bulk and not extra and dtype in _B16 and vec and not tail and r >= 256 and has_clusters(dev):
         nt, minb, per_sm = bulk[0]
-        k = kernel("norms", f"{name}_bulk<{CTYPE[dtype]}, {nt}, {minb}>")
+        k = kernel("norms", f"{name}_bulk<{CTYPE[dtype]}, {nt}, {minb}, {_BWD_BULK_STAGES}>")
         smem = 2 * _BWD_BULK_STAGES * cols * dtype.itemsize
         cap = min(resident_blocks(k, threads, dev, smem), per_sm * sm_count(dev))
         return RowShape(k, (threads, 1), 1, cap, smem=smem), column_sum
