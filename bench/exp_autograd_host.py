@@ -12,13 +12,18 @@ cross_entropy_fwd_bwd 193.0 against 163.6). Per op this times, host time only (e
 Run it once per installed kernelkit to compare two builds (PYTHONPATH picks the build):
 
     cd bench && python3 exp_autograd_host.py --label new --out autograd_host.json
+
+``--size 32768x4096 --ops layer_norm rms_norm`` times the benchmark's own sizes (where the 16-bit norm backwards take
+the bulk kernels); ``--profile CASE`` prints cProfile's busiest functions of that case.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import importlib
 import json
+import pstats
 from typing import Callable, Dict
 
 import torch
@@ -51,10 +56,14 @@ def main() -> None:
     ap.add_argument("--label", default="")
     ap.add_argument("--out")
     ap.add_argument("--device", default="cuda", help="cpu: check the script (host_us then waits on no GPU)")
+    ap.add_argument("--size", default="64x256", help="ROWSxCOLS")
+    ap.add_argument("--ops", nargs="*", help="the ops to time (default: all)")
+    ap.add_argument("--profile", help="a case to profile, e.g. 'kernelkit layer_norm bwd'")
     args = ap.parse_args()
     if args.device == "cpu":
         torch.cuda.synchronize = lambda: None
-    rows, cols, bf16 = 64, 256, torch.bfloat16
+    rows, cols = map(int, args.size.split("x"))
+    bf16 = torch.bfloat16
     x = torch.randn(rows, cols, device=args.device, dtype=bf16)
     w = torch.randn(cols, device=args.device, dtype=bf16)
     b = torch.randn(cols, device=args.device, dtype=bf16)
@@ -80,12 +89,22 @@ def main() -> None:
     }
     cases = {}
     for name, (kk, ref, inputs, grad_out) in ops.items():
+        if args.ops and name not in args.ops:
+            continue
         cases.update(training_cases(f"kernelkit {name}", kk, inputs, grad_out))
         cases.update(training_cases(f"torch {name}", ref, inputs, grad_out))
     _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
     y = K.softmax(x)
     cases["kernelkit layer_norm bwd op"] = lambda: norms.layer_norm_backward(g, x, w, mean, rstd)
     cases["kernelkit softmax bwd op"] = lambda: softmax.softmax_backward(g, y)
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(500):
+            cases[args.profile]()
+        prof.disable()
+        torch.cuda.synchronize()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
     res = host_us(cases)
     for name, (med, low) in res.items():
         print(f"{args.label:6s} {name:36s} median {med:7.2f} us  min {low:7.2f} us", flush=True)

@@ -1,72 +1,118 @@
-"""Experiment: the 16-bit LayerNorm backward's launches timed without the op's Python (ops/norms.py
-_launch_backward on preallocated outputs), for the bulk-copy kernel (kk_layer_norm_bwd_bulk) at two and three stages,
-and the register-prefetch kernel it replaced (the shape the host picks without sm_90's clusters).
+"""Experiment: the 16-bit norm backwards' launches timed without the op's Python (ops/norms.py _launch_backward on
+preallocated outputs), for the bulk-copy kernels (kk_layer_norm_bwd_bulk, kk_rms_norm_bwd_bulk) at several stage counts
+and the register-prefetch kernels they replace:
+
+- ``held`` (session 24): LayerNorm rows one block holds (4096 and 8192 columns), the bulk kernel at two and three
+  stages against the register-prefetch kernel (the shape the host picks without sm_90's clusters);
+- ``split`` (session 25): rows split over a cluster (8192 x 65536), the bulk kernel with SPLIT at several (stages, rows
+  per reduction) against the register kernel (kk_*_bwd with SPLIT, the shape the host picks when the op is not in
+  _BWD_BULK_SPLIT).
+
+The held cases also try two rows per reduction (the kernels' K).
 
 Timed through the op, these cells can be host-bound on the GPU machine (a backward call's Python took 150-320 us
 there, against 215-450 us of GPU time): the launches alone are GPU-bound.
 
-    python3 bench/exp_ln_bwd_launch.py --out ln_bwd_launch.json
+    python3 bench/exp_ln_bwd_launch.py --cases split --out ln_bwd_launch.json
 """
 
 from __future__ import annotations
 
+import argparse
+
 import exp_bulk_bwd
 import torch
-from sweep_common import interleaved, run_cases
+from sweep_common import interleaved, write_results
 
+from kernelkit.bench import copy_bandwidth
 from kernelkit.ops import _runtime, norms
 
-# (tag, shared-memory stages of the bulk kernel; None: the register-prefetch kernel). The session-24 logs came from
-# earlier forms of this script, which made variants by substituting kernels/norms.cu: the first bulk kernel also took
-# chunks of consecutive rows, or summed its rows with block_row_sum's two barriers (kBulkStrided, kBulkOneBarrier in
+# (tag, the ops/norms.py settings the variant's shape is picked under). The session-24 logs came from earlier forms of
+# this script, which made variants by substituting kernels/norms.cu: the first bulk kernel also took chunks of
+# consecutive rows, or summed its rows with block_row_sum's two barriers (kBulkStrided, kBulkOneBarrier in
 # h200-2026-11-23-s24/ln-bwd-launch2.log), both slower and no longer in the source; ln-bwd-launch3.log ran when the
 # kernel's stages were a template default of 2, so its "bulk, 3 stages" row is the kernel as shipped.
-VARIANTS = [("bulk", 3), ("bulk, 2 stages", 2), ("register prefetch", None)]
-CASES = [(dtype, 32768, cols) for dtype in (torch.bfloat16, torch.float16) for cols in (4096, 8192)]
+HELD = [
+    ("bulk, 3 stages", {"_BWD_BULK_STAGES": 3, "_BWD_BULK_ROWS": 1}),
+    ("bulk, 2 stages", {"_BWD_BULK_STAGES": 2, "_BWD_BULK_ROWS": 1}),
+    ("bulk, 4 stages", {"_BWD_BULK_STAGES": 4, "_BWD_BULK_ROWS": 1}),
+    ("bulk, 4 stages, 2 rows", {"_BWD_BULK_STAGES": 4, "_BWD_BULK_ROWS": 2}),
+    ("bulk, 6 stages, 2 rows", {"_BWD_BULK_STAGES": 6, "_BWD_BULK_ROWS": 2}),
+    ("register prefetch", {"has_clusters": lambda dev: False}),
+]
+# the split bulk kernels at (stages, rows per reduction)
+SPLIT = [
+    (f"split bulk, {s} stages, {k} rows", {"_BWD_BULK_SPLIT": {"kk_layer_norm_bwd": (s, k)}})
+    for s, k in ((3, 1), (6, 1), (5, 2), (6, 2))
+] + [("split registers", {"_BWD_BULK_SPLIT": {}})]
+SPLIT_RMS = [
+    (f"split bulk, {s} stages, {k} rows", {"_BWD_BULK_SPLIT": {"kk_rms_norm_bwd": (s, k)}})
+    for s, k in ((6, 1), (6, 2), (6, 4))
+] + [("split registers", {"_BWD_BULK_SPLIT": {}})]
+CASES = {
+    "held": [
+        ("kk_layer_norm_bwd", dtype, 32768, cols, HELD)
+        for dtype in (torch.bfloat16, torch.float16)
+        for cols in (4096, 8192)
+    ],
+    "split": [
+        ("kk_layer_norm_bwd", torch.bfloat16, 8192, 65536, SPLIT),
+        ("kk_layer_norm_bwd", torch.float16, 8192, 65536, SPLIT),
+        ("kk_layer_norm_bwd", torch.bfloat16, 16384, 16384, SPLIT),
+        ("kk_rms_norm_bwd", torch.bfloat16, 8192, 65536, SPLIT_RMS),
+    ],
+}
 
 
-def _launcher(stages, dtype, cols, dev):
-    """A stand-in for norms._backward_shape that returns the bulk kernel's shape at ``stages`` (None: the shape the host
-    picks on a GPU without clusters) for 16-byte LayerNorm rows of ``cols``, compiled and bound now."""
+def _launcher(name, settings, dtype, cols, dev):
+    """A stand-in for norms._backward_shape returning the shape it picks under ``settings`` (ops/norms.py attributes)
+    for 16-byte rows of ``cols``, compiled and bound now."""
     norms._backward_shape.cache_clear()
-    real_clusters, real_stages = norms.has_clusters, norms._BWD_BULK_STAGES
+    real = {k: getattr(norms, k) for k in settings}
     try:
-        if stages is None:
-            norms.has_clusters = lambda dev: False
-        else:
-            norms._BWD_BULK_STAGES = stages
-        shape = norms._backward_shape("kk_layer_norm_bwd", dtype, cols, dev, True, False)
+        for k, v in settings.items():
+            setattr(norms, k, v)
+        shape = norms._backward_shape(name, dtype, cols, dev, True, False)
     finally:
-        norms.has_clusters, norms._BWD_BULK_STAGES = real_clusters, real_stages
+        for k, v in real.items():
+            setattr(norms, k, v)
         norms._backward_shape.cache_clear()
+    row = shape[0]
+    print(f"  {row.kernel.name} grid ({row.cap}, {row.ctas}) smem {row.smem}")
     return lambda *key: shape
 
 
-def time_case(dtype, rows, cols, copy, reps):
+def time_case(name, dtype, rows, cols, variants, copy, reps):
+    ln = name == "kk_layer_norm_bwd"
     x, g = (torch.randn(rows, cols, dtype=dtype, device="cuda") for _ in range(2))
     w, b = (torch.randn(cols, dtype=dtype, device="cuda") for _ in range(2))
-    _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
-    want = norms.layer_norm_backward(g, x, w, mean, rstd)
-    head = (g, x, w, mean, rstd)
+    if ln:
+        _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
+        want = norms.layer_norm_backward(g, x, w, mean, rstd)
+        head, stats, params = (g, x, w, mean, rstd), dict(mean=mean, rstd=rstd), (w, b)
+    else:
+        _, rstd = norms._rms_norm(x, w, 1e-6)
+        want = norms.rms_norm_backward(g, x, w, rstd)
+        head, stats, params = (g, x, w, rstd, 0), dict(rstd=rstd), (w,)
     calls, outs = {}, {}
-    for tag, stages in VARIANTS:
-        pin = _launcher(stages, dtype, cols, x.get_device())
-        gx, gw, gb = torch.empty_like(x), torch.empty_like(w), torch.empty_like(b)
+    for tag, settings in variants:
+        pin = _launcher(name, settings, dtype, cols, x.get_device())
+        gx, grads = torch.empty_like(x), tuple(torch.empty_like(p) for p in params)
 
-        def run(pin=pin, gx=gx, gw=gw, gb=gb):
+        def run(pin=pin, gx=gx, grads=grads):
             real = norms._backward_shape
             norms._backward_shape = pin
             try:
-                norms._launch_backward("kk_layer_norm_bwd", x, head, gx, (gw, gb), mean=mean, rstd=rstd)
+                norms._launch_backward(name, x, head, gx, grads, **stats)
             finally:
                 norms._backward_shape = real
 
         run()
-        outs[tag] = (gx, gw, gb)
+        outs[tag] = (gx, *grads)
         calls[tag] = [run]
     # exp_bulk_bwd.py's kernel (rows strided over a grid of the resident blocks, int column indices, the column sum
     # launched after it, not as a dependent launch), where it fits
-    if cols <= 8192:
+    if ln and cols <= 8192:
         nt, minb = (256, 2) if cols <= 4096 else (512, 1)
         expr = f"norm_bwd_bulk<{_runtime.CTYPE[dtype]}, 2, 2, true, {nt}, {minb}>"
         k = exp_bulk_bwd.module([expr]).kernel(expr)
@@ -88,16 +134,23 @@ def time_case(dtype, rows, cols, copy, reps):
         err = max((a.float() - e.float()).abs().max().item() for a, e in zip(got, want))
         print(f"  {tag}: {'bitwise the op' if same else f'max abs difference from the op {err:.3e}'}")
     out = []
+    op = name[3:-4] + "_backward"
     for tag, us, pct, _ in interleaved(calls, reps, 3 * x.nbytes, copy):
-        print(f"layer_norm_backward {str(dtype)[6:]:8s} {rows}x{cols:<5d} {tag:24s} {us:8.1f} us {pct:5.1f}%")
-        out.append(dict(dtype=str(dtype)[6:], size=f"{rows}x{cols}", variant=tag, us=us, pct_copy=pct))
+        print(f"{op} {str(dtype)[6:]:8s} {rows}x{cols:<5d} {tag:24s} {us:8.1f} us {pct:5.1f}%", flush=True)
+        out.append(dict(op=op, dtype=str(dtype)[6:], size=f"{rows}x{cols}", variant=tag, us=us, pct_copy=pct))
     return out
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", choices=sorted(CASES), default="held")
+    ap.add_argument("--out")
+    ap.add_argument("--reps", type=int, default=30)
+    a = ap.parse_args()
     torch.manual_seed(0)
-    assert _runtime.has_clusters(0), "the bulk kernel needs sm_90+"
-    run_cases(CASES, time_case, reps=30)
+    assert _runtime.has_clusters(0), "the bulk kernels need sm_90+"
+    copy = copy_bandwidth()
+    write_results(a.out, copy, [r for case in CASES[a.cases] for r in time_case(*case, copy, a.reps)])
 
 
 if __name__ == "__main__":

@@ -125,8 +125,11 @@ def instantiations():
     norms += ["kk_rms_norm_bwd<float, false, 4, 2, true, false, 2>"]
     # 16-bit LayerNorm and RMSNorm rows one block holds, brought by bulk copies (_BWD_BULK_FIT)
     b16 = ("__half", "__nv_bfloat16")
-    norms += [f"kk_layer_norm_bwd_bulk<{t}, {nt}, {m}, 3>" for t in b16 for nt, m in ((256, 2), (512, 1))]
-    norms += [f"kk_rms_norm_bwd_bulk<{t}, 256, 4, 3>" for t in b16]
+    norms += [f"kk_layer_norm_bwd_bulk<{t}, {nt}, {m}, 3, false, 1>" for t in b16 for nt, m in ((256, 2), (512, 1))]
+    norms += [f"kk_rms_norm_bwd_bulk<{t}, 256, 4, 3, false, 1>" for t in b16]
+    # ... and the split ones (_BWD_BULK_SPLIT: stages, rows per reduction)
+    split_bulk = (("kk_layer_norm_bwd", 5, 2), ("kk_rms_norm_bwd", 6, 1))
+    norms += [f"{k}_bulk<{t}, 512, 1, {s}, true, {r}>" for k, s, r in split_bulk for t in b16]
     sm = [
         f"{k}<{t}>"
         for k in ("kk_softmax_fwd", "kk_softmax_bwd", "kk_cross_entropy_fwd", "kk_cross_entropy_bwd")

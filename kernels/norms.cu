@@ -875,39 +875,54 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 }
 
 // ------------------------------------------------------------------------------------------------
-// The backward of 16-bit LayerNorm (LN) or RMSNorm rows one block holds (sm_90+, 16-byte path; kk_layer_norm_bwd_bulk,
-// kk_rms_norm_bwd_bulk): each row's x and gy arrive in one of S shared-memory stages by two bulk copies, issued S rows
-// ahead by thread 0 once every thread has read the stage the row replaces. The register prefetch of norm_bwd_run keeps
-// one row ahead, which at two blocks per SM left 32 KB in flight per SM at 4096 columns (81-88% of copy); the bulk
-// copies hold none of the registers. The math and the rounding are norm_bwd_run's for 16-bit rows (kScaleOnce), 2
-// packs per thread and tensor: thread tx owns packs tx and tx + R. Block b takes rows b, b + gridDim.x, ... and writes
-// their weight (and bias) gradient sums to partial row b: the blocks' rows in flight lie together, 3-4% faster than
-// chunks of consecutive rows (bench/exp_ln_bwd_launch.py, h200-2026-11-23-s24/ln-bwd-launch2.log).
-template <bool LN, int S, typename T>
+// The backward of 16-bit LayerNorm (LN) or RMSNorm rows one block holds, or (SPLIT) a cluster of gridDim.y blocks
+// holds (sm_90+, 16-byte path; kk_layer_norm_bwd_bulk, kk_rms_norm_bwd_bulk): each row's x and gy (SPLIT: the block's
+// slice of them) arrive in one of S shared-memory stages by two bulk copies, issued S rows ahead by thread 0 once every
+// thread has read the stage the row replaces. The register prefetch of norm_bwd_run keeps one row ahead, which at two
+// blocks per SM left 32 KB in flight per SM at 4096 columns (81-88% of copy); the bulk copies hold none of the
+// registers. The math and the rounding are norm_bwd_run's for 16-bit rows (kScaleOnce), 2 packs per thread and tensor:
+// thread tx of the block of rank q in its cluster (0 unless SPLIT) owns packs P + tx and P + R + tx, P = 2 * R * q, so
+// that each block's slice of a row is one contiguous copy. Block (or cluster) b takes rows b, b + gridDim.x, ... and
+// writes their weight (and bias) gradient sums to partial row b: the blocks' rows in flight lie together, 3-4% faster
+// than chunks of consecutive rows (bench/exp_ln_bwd_launch.py, h200-2026-11-23-s24/ln-bwd-launch2.log).
+// K rows share one reduction (their sums travel together): at one 512-thread CTA per SM, a split row's cluster
+// reduction is a round trip no other block overlaps, and K = 2 halves them (bf16 LayerNorm 8192 x 65536 965 -> 838 us
+// at six stages, h200-2026-11-23-s25/split-bulk2.log); rows one block holds measured slower at K = 2.
+template <bool LN, int S, bool SPLIT, int K, typename T>
 __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, const T* __restrict__ x,
                                                 const T* __restrict__ w, const float* __restrict__ mean,
                                                 const float* __restrict__ rstd, T* __restrict__ gx,
                                                 float* __restrict__ pw, float* __restrict__ pb, long long rows,
                                                 int cols) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int W = kk::kVec<T>, NP = 2;
+  constexpr int W = kk::kVec<T>, NP = 2, NS = LN ? 2 : 1, N = NS * K;
+  static_assert(N <= 4, "one reduction carries at most 4 sums (one st.async of 4 words when SPLIT)");
   using P = Vec<T, W>;
+  kk::ClusterRowReduce<N, float, SPLIT> cs;  // SPLIT: initialized across the cluster before any row
   extern __shared__ uint4 kk_norms_dyn[];
   __shared__ unsigned long long bars[S];
-  __shared__ float red[2 * 2 * 32];  // two alternating buffers of the warps' (sum g, sum g * (x - mu))
+  __shared__ float red[2 * N * 32];  // two alternating buffers of the warps' row sums
   const int tx = threadIdx.x, R = blockDim.x, lane = tx & 31, warp = tx >> 5, nw = R >> 5;
   const int cv = cols / W;
-  const unsigned row_bytes = unsigned(cols) * sizeof(T);
-  if (blockDim.y != 1 || R % 32 != 0 || R * NP < cv || kk::dyn_smem_bytes() < 2u * S * row_bytes) __trap();
+  const int p0 = SPLIT ? NP * R * int(blockIdx.y) : 0;  // the block's first pack
+  // The block's bytes of a row per tensor: a whole row, or (SPLIT) up to NP * R packs from p0.
+  const unsigned bytes =
+      SPLIT ? unsigned(kk::min_ll(kk::max_ll(cv - p0, 0), NP * R)) * 16u : unsigned(cols) * sizeof(T);
+  if (blockDim.y != 1 || R % 32 != 0 || R * NP * (SPLIT ? int(gridDim.y) : 1) < cv ||
+      kk::dyn_smem_bytes() < 2u * S * (SPLIT ? NP * R * 16u : bytes))
+    __trap();
+  const long long G = gridDim.x;
   unsigned char* const stages = reinterpret_cast<unsigned char*>(kk_norms_dyn);
   auto bar = [&](int s) { return kk::smem_address(&bars[s]); };
-  auto stage = [&](int s) { return stages + 2u * s * row_bytes; };  // x, then gy
+  auto stage = [&](int s) { return stages + 2u * s * bytes; };  // x, then gy
   auto fill = [&](int s, long long r) {  // thread 0
     if (r >= rows) return;
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // after the generic reads of the stage
-    kk::mbarrier_expect_tx(bar(s), 2 * row_bytes);
-    kk::bulk_load(kk::smem_address(stage(s)), x + r * cols, row_bytes, bar(s));
-    kk::bulk_load(kk::smem_address(stage(s) + row_bytes), gy + r * cols, row_bytes, bar(s));
+    kk::mbarrier_expect_tx(bar(s), 2 * bytes);
+    if (SPLIT && bytes == 0) return;
+    const long long at = r * cols + (long long)p0 * W;
+    kk::bulk_load(kk::smem_address(stage(s)), x + at, bytes, bar(s));
+    kk::bulk_load(kk::smem_address(stage(s) + bytes), gy + at, bytes, bar(s));
   };
   if (tx == 0) {
     for (int s = 0; s < S; ++s) kk::mbarrier_init(bar(s), 1);
@@ -915,95 +930,120 @@ __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, cons
   }
   __syncthreads();
   if (tx == 0)
-    for (int s = 0; s < S; ++s) fill(s, blockIdx.x + (long long)s * gridDim.x);
+    for (int s = 0; s < S; ++s) fill(s, blockIdx.x + s * G);
   float wf[NP][W], aw[NP][W], ab[NP][W];
 #pragma unroll
   for (int k = 0; k < NP; ++k) {
-    const int p = k * R + tx;
+    const int p = p0 + k * R + tx;
     kk::vec_to_acc(kk::load_vec_if<W, kBwdLd<T>>(w + p * W, p < cv), wf[k]);
 #pragma unroll
     for (int j = 0; j < W; ++j) aw[k][j] = ab[k][j] = 0.f;
   }
   const float acols = float(cols);
+  // The stats of the block's rows row + q * G, q < K (0 past the end).
+  auto stats = [&](long long row, float(&rs)[K], float(&mu)[K]) {
+#pragma unroll
+    for (int q = 0; q < K; ++q) {
+      const long long r = row + q * G;
+      rs[q] = r < rows ? rstd[r] : 0.f;
+      mu[q] = LN && r < rows ? mean[r] : 0.f;
+    }
+  };
+  float rs[K], mu[K];
+  stats(blockIdx.x, rs, mu);
+  // K rows per reduction: the block's rows i, ..., i + K - 1 (rows row, row + G, ...) in stages (i + q) % S, phase
+  // ((i + q) / S) & 1. (Rows differ only in which of them exist; the whole cluster agrees on that.)
   long long row = blockIdx.x;
-  float rs = 0.f, mu = 0.f;
-  if (row < rows) {
-    rs = rstd[row];
-    if constexpr (LN) mu = mean[row];
-  }
-  for (int i = 0; row < rows; row += gridDim.x, ++i) {  // row i of the block: stage i % S, phase (i / S) & 1
-    const long long next = row + gridDim.x;
-    float rsn = 0.f, mun = 0.f;
-    if (next < rows) {
-      rsn = rstd[next];
-      if constexpr (LN) mun = mean[next];
-    }
-    const int s = i % S;
-    kk::mbarrier_wait(bar(s), unsigned(i / S) & 1u);
-    const P* const sx = reinterpret_cast<const P*>(stage(s));
-    const P* const sg = reinterpret_cast<const P*>(stage(s) + row_bytes);
-    P xv[NP], gv[NP];
-    float s0 = 0.f, s1 = 0.f;
+  for (int i = 0; row < rows; row += K * G, i += K) {
+    float rsn[K], mun[K];
+    stats(row + K * G, rsn, mun);
+    P xv[K][NP], gv[K][NP];
+    float v[N];
 #pragma unroll
-    for (int k = 0; k < NP; ++k) {
-      const int p = k * R + tx;
-      if (p < cv) {
-        xv[k] = sx[p];
-        gv[k] = sg[p];
+    for (int q = 0; q < N; ++q) v[q] = 0.f;
 #pragma unroll
-        for (int j = 0; j < W; ++j) {
-          const float g = kk::acc_at(gv[k], j) * wf[k][j];
-          if constexpr (LN) s0 += g;
-          s1 = fmaf(g, LN ? kk::acc_at(xv[k], j) - mu : kk::acc_at(xv[k], j), s1);
+    for (int q = 0; q < K; ++q) {
+      if (q > 0 && row + q * G >= rows) break;
+      const int s = (i + q) % S;
+      kk::mbarrier_wait(bar(s), unsigned((i + q) / S) & 1u);
+      const P* const sx = reinterpret_cast<const P*>(stage(s));
+      const P* const sg = reinterpret_cast<const P*>(stage(s) + bytes);
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        const int p = p0 + k * R + tx;
+        if (p < cv) {
+          xv[q][k] = sx[k * R + tx];
+          gv[q][k] = sg[k * R + tx];
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            const float g = kk::acc_at(gv[q][k], j) * wf[k][j];
+            if constexpr (LN) v[q * NS] += g;
+            v[q * NS + NS - 1] =
+                fmaf(g, LN ? kk::acc_at(xv[q][k], j) - mu[q] : kk::acc_at(xv[q][k], j), v[q * NS + NS - 1]);
+          }
         }
       }
     }
-    // The row sums: the warps' butterflies, then every thread adds the warp sums in warp order (the same bits in every
-    // thread) from one of two buffers, so that one barrier per row suffices; after it no thread reads stage s.
+    if constexpr (SPLIT) {
+      // Across the cluster (kk::ClusterRowReduce): when it returns, every warp of this block has sent its sums, and so
+      // has read the stages of these rows.
+      cs(v);
+    } else {
+      // The warps' butterflies, then every thread adds the warp sums in warp order (the same bits in every thread) from
+      // one of two buffers, so that one barrier per reduction suffices; after it no thread reads these rows' stages.
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      if constexpr (LN) s0 += __shfl_xor_sync(0xffffffffu, s0, o);
-      s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-    }
-    float* const rb = red + (i & 1) * 64;
-    if (lane == 0) {
-      rb[warp] = s0;
-      rb[32 + warp] = s1;
-    }
-    __syncthreads();
-    if (tx == 0) fill(s, row + (long long)S * gridDim.x);
-    s0 = s1 = 0.f;
-    for (int q = 0; q < nw; ++q) {
-      if constexpr (LN) s0 += rb[q];
-      s1 += rb[32 + q];
-    }
-    const float c1 = LN ? s0 / acols : 0.f, c2 = rs * s1 / acols;
-    T* const gxr = gx + row * cols;
+      for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
-    for (int k = 0; k < NP; ++k) {
-      const int p = k * R + tx;
-      if (p < cv) {
-        float o[W];
+        for (int q = 0; q < N; ++q) v[q] += __shfl_xor_sync(0xffffffffu, v[q], o);
+      float* const rb = red + ((i / K) & 1) * N * 32;
+      if (lane == 0)
 #pragma unroll
-        for (int j = 0; j < W; ++j) {
-          const float dy = kk::acc_at(gv[k], j);
-          const float g = dy * wf[k][j];
-          const float xh = (LN ? kk::acc_at(xv[k], j) - mu : kk::acc_at(xv[k], j)) * rs;
-          o[j] = rs * (LN ? g - c1 - xh * c2 : g - xh * c2);
-          aw[k][j] = fmaf(dy, xh, aw[k][j]);
-          if constexpr (LN) ab[k][j] += dy;
+        for (int q = 0; q < N; ++q) rb[q * 32 + warp] = v[q];
+      __syncthreads();
+#pragma unroll
+      for (int q = 0; q < N; ++q) v[q] = 0.f;
+      for (int u = 0; u < nw; ++u)
+#pragma unroll
+        for (int q = 0; q < N; ++q) v[q] += rb[q * 32 + u];
+    }
+    if (tx == 0)
+#pragma unroll
+      for (int q = 0; q < K; ++q) fill((i + q) % S, row + (q + S) * G);
+#pragma unroll
+    for (int q = 0; q < K; ++q) {
+      const long long r = row + q * G;
+      if (q > 0 && r >= rows) break;
+      const float c1 = LN ? v[q * NS] / acols : 0.f, c2 = rs[q] * v[q * NS + NS - 1] / acols;
+      T* const gxr = gx + r * cols;
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        const int p = p0 + k * R + tx;
+        if (p < cv) {
+          float o[W];
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            const float dy = kk::acc_at(gv[q][k], j);
+            const float g = dy * wf[k][j];
+            const float xh = (LN ? kk::acc_at(xv[q][k], j) - mu[q] : kk::acc_at(xv[q][k], j)) * rs[q];
+            o[j] = rs[q] * (LN ? g - c1 - xh * c2 : g - xh * c2);
+            aw[k][j] = fmaf(dy, xh, aw[k][j]);
+            if constexpr (LN) ab[k][j] += dy;
+          }
+          store_vec<W, SPLIT>(gxr + p * W, kk::acc_to_vec<T, W>(o));
         }
-        store_vec<W>(gxr + p * W, kk::acc_to_vec<T, W>(o));
       }
     }
-    rs = rsn;
-    mu = mun;
+#pragma unroll
+    for (int q = 0; q < K; ++q) {
+      rs[q] = rsn[q];
+      mu[q] = mun[q];
+    }
   }
   float* const pwr = pw + (long long)blockIdx.x * cols;
   float* const pbr = LN ? pb + (long long)blockIdx.x * cols : nullptr;
 #pragma unroll
   for (int k = 0; k < NP; ++k) {
-    const int p = k * R + tx;
+    const int p = p0 + k * R + tx;
     if (p < cv) {
 #pragma unroll
       for (int j = 0; j < W; ++j) {
@@ -1012,6 +1052,7 @@ __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, cons
       }
     }
   }
+  cs.finish();
 #else
   __trap();  // bulk copies need sm_90+
 #endif
@@ -1229,16 +1270,16 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
                                                      rows, cols, rows_per_chunk);
 }
 
-// LayerNorm backward of 16-bit rows that one block of at most NT threads holds (2 packs per thread and tensor), their
-// x and gy brought by bulk copies into S shared-memory stages (sm_90+; kk_norms::norm_bwd_bulk_run). Results and
-// partials as kk_layer_norm_bwd's.
-// Launch: block (R, 1), R a multiple of 32 with 2 * VEC * R >= cols; cols % VEC == 0 and every pointer 16-byte
-//   aligned (the 16-byte path); dynamic shared memory >= 2 * S * cols * sizeof(T) (anything else traps; S is the
-//   stages, ops/norms.py _BWD_BULK_STAGES). Any grid G:
-//   block b takes rows b, b + G, ... and writes partial row b (G rows in all; the resident blocks are fastest).
-//   rows_per_chunk is not read: the signature is kk_layer_norm_bwd's, so that the host launches both alike with
-//   G = ceil(rows / rows_per_chunk).
-template <typename T, int NT, int MINB, int S>
+// LayerNorm backward of 16-bit rows that one block of at most NT threads holds (2 packs per thread and tensor), or
+// (SPLIT) a cluster of gridDim.y such blocks, their x and gy brought by bulk copies into S shared-memory stages, K rows
+// per row-sum reduction (sm_90+; kk_norms::norm_bwd_bulk_run). Results and partials as kk_layer_norm_bwd's.
+// Launch: block (R, 1), R a multiple of 32 with 2 * VEC * R * C >= cols, C = gridDim.y, 1 unless SPLIT, where the grid
+//   is clusters of (1, C, 1); cols % VEC == 0 and every pointer 16-byte aligned (the 16-byte path); dynamic shared
+//   memory >= 2 * S * cols * sizeof(T), or 64 * S * R bytes when SPLIT (anything else traps; S is the stages, ops/norms.py
+//   _BWD_BULK_STAGES). Any grid G in x: block (cluster) b takes rows b, b + G, ... and writes partial row b (G rows in
+//   all; the resident blocks are fastest). rows_per_chunk is not read: the signature is kk_layer_norm_bwd's, so that the
+//   host launches both alike with G = ceil(rows / rows_per_chunk).
+template <typename T, int NT, int MINB, int S, bool SPLIT, int K>
 __global__ void __launch_bounds__(NT, MINB)
 kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                        const float* __restrict__ mean, const float* __restrict__ rstd, T* __restrict__ gx,
@@ -1247,16 +1288,17 @@ kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const 
   static_assert(sizeof(T) == 2, "16-bit rows");
   kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0) return;
-  if (cols % kk::kVec<T> != 0 || cols > 2LL * kk::kVec<T> * NT ||
+  if constexpr (SPLIT) kk::check_split<true>();
+  if (cols % kk::kVec<T> != 0 || cols > 2LL * kk::kVec<T> * NT * (SPLIT ? gridDim.y : 1) ||
       !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
     __trap();
-  kk_norms::norm_bwd_bulk_run<true, S>(gy, x, w, mean, rstd, gx, partial_w, partial_b, rows, int(cols));
+  kk_norms::norm_bwd_bulk_run<true, S, SPLIT, K>(gy, x, w, mean, rstd, gx, partial_w, partial_b, rows, int(cols));
 }
 
-// RMSNorm backward of 16-bit rows that one block of at most NT threads holds, their x and gy brought by bulk copies
-// as in kk_layer_norm_bwd_bulk. Results and partials as kk_rms_norm_bwd's without g_extra (which must be nullptr).
-// Launch: as kk_layer_norm_bwd_bulk.
-template <typename T, int NT, int MINB, int S>
+// RMSNorm backward of 16-bit rows that one block (SPLIT: one cluster) of at most NT threads holds, their x and gy
+// brought by bulk copies as in kk_layer_norm_bwd_bulk. Results and partials as kk_rms_norm_bwd's without g_extra (which
+// must be nullptr). Launch: as kk_layer_norm_bwd_bulk.
+template <typename T, int NT, int MINB, int S, bool SPLIT, int K>
 __global__ void __launch_bounds__(NT, MINB)
 kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                      const float* __restrict__ rstd, const T* __restrict__ g_extra, T* __restrict__ gx,
@@ -1264,8 +1306,9 @@ kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T*
   static_assert(sizeof(T) == 2, "16-bit rows");
   kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0) return;
-  if (g_extra != nullptr || cols % kk::kVec<T> != 0 || cols > 2LL * kk::kVec<T> * NT ||
+  if constexpr (SPLIT) kk::check_split<true>();
+  if (g_extra != nullptr || cols % kk::kVec<T> != 0 || cols > 2LL * kk::kVec<T> * NT * (SPLIT ? gridDim.y : 1) ||
       !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
     __trap();
-  kk_norms::norm_bwd_bulk_run<false, S>(gy, x, w, nullptr, rstd, gx, partial, nullptr, rows, int(cols));
+  kk_norms::norm_bwd_bulk_run<false, S, SPLIT, K>(gy, x, w, nullptr, rstd, gx, partial, nullptr, rows, int(cols));
 }

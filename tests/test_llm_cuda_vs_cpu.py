@@ -195,7 +195,7 @@ def test_split_forward_without_its_parameter_slots_fails_the_launch(launch_in_su
         assert want in stdout, printed
 
 
-_BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2, 3>"
+_BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2, 3, false, 1>"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
@@ -212,7 +212,7 @@ def test_norm_backward_bulk_rows(name, dtype, cols):
     shape, _ = norms._backward_shape(name, dtype, cols, 0, True, False)
     if ln or cols <= 4096:
         assert shape.kernel.name.startswith(f"{name}_bulk<"), shape.kernel.name
-        assert shape.block[0] == 32 * -(-cols // 16 // 32) and shape.smem == 6 * cols * 2
+        assert shape.block[0] == 32 * -(-cols // 16 // 32) and shape.smem == 2 * norms._BWD_BULK_STAGES * cols * 2
     else:
         assert "bulk" not in shape.kernel.name
     assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, False, False)[0].kernel.name
@@ -281,7 +281,7 @@ def test_layer_norm_backward_bulk_launch_checks(launch_in_subprocess, block, sme
 @pytest.mark.parametrize("extra", [False, True], ids=["fits", "with-g_extra"])
 def test_rms_norm_backward_bulk_takes_no_extra_gradient(launch_in_subprocess, extra):
     """kk_rms_norm_bwd_bulk has no add_rms_norm path: a launch given g_extra traps, naming the kernel."""
-    expr = "kk_rms_norm_bwd_bulk<__nv_bfloat16, 256, 4, 3>"
+    expr = "kk_rms_norm_bwd_bulk<__nv_bfloat16, 256, 4, 3, false, 1>"
     stdout, printed = launch_in_subprocess(f"""
         from kernelkit.ops._runtime import kernel
         rows, cols, dt = 16, 4096, torch.bfloat16
@@ -292,6 +292,85 @@ def test_rms_norm_backward_bulk_takes_no_extra_gradient(launch_in_subprocess, ex
         kernel("norms", "{expr}").launch(rows, (256, 1), args, 6 * cols * 2)
     """)
     assert (f"LAUNCH_ERROR kernel '{expr}' failed" if extra else "NO ERROR") in stdout, printed
+
+
+_SPLIT_BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 512, 1, 6, true, 2>"
+_SPLIT_SMEM = 6 * 2 * 16 * 1024  # six stages of x and gy, 16 KB each per CTA
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("cols", [8200, 16384, 40000, 65536])
+@pytest.mark.parametrize("name", ["kk_layer_norm_bwd", "kk_rms_norm_bwd"])
+def test_norm_backward_bulk_split_rows(name, dtype, cols):
+    """16-bit rows beyond 8192 columns on the 16-byte path take <kernel>_bulk with SPLIT: a cluster of
+    ceil(cols / 8192) CTAs of 512 threads, each CTA's slice of x and gy brought by bulk copies into its stages (the
+    last CTA's slice partial where cols is not a multiple of 8192), LayerNorm's two rows per reduction. The gradients
+    agree with the CPU and are bitwise the same across runs; add_rms_norm's split rows keep the register kernel."""
+    shape, _ = norms._backward_shape(name, dtype, cols, 0, True, False)
+    assert shape.kernel.name.startswith(f"{name}_bulk<") and ", true, " in shape.kernel.name, shape.kernel.name
+    assert shape.ctas == -(-cols // 8192) and shape.block == (512, 1)
+    assert shape.smem == 2 * norms._BWD_BULK_SPLIT[name][0] * 2 * 16 * 512
+    assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, True, True)[0].kernel.name
+    rows = max(41, min(301, 2**23 // cols))  # odd: the last reduction of some clusters has one row
+    x, g = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype)
+    x[5] = 0.5  # a constant row: LayerNorm's x == mean, so xhat is exactly 0
+    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
+    if name == "kk_layer_norm_bwd":
+        _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
+        fn, args = norms.layer_norm_backward, (g, x, w, mean, rstd)
+    else:
+        _, rstd = norms._rms_norm(x, w, 1e-6)
+        fn, args = norms.rms_norm_backward, (g, x, w, rstd)
+    out, outc = both(fn, *args)
+    agree(out[0], outc[0], dtype, 8)
+    for o, oc in zip(out[1:], outc[1:]):
+        agree(o, oc, dtype, 4 * rows**0.5)
+    assert all(torch.equal(a, b) for a, b in zip(fn(*args), out))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
+@pytest.mark.parametrize("grid", [3, 5, 100])
+def test_layer_norm_backward_bulk_split_any_grid(grid):
+    """Cluster b takes rows b, b + grid, ... (two per reduction, the last one alone where their count is odd) and writes
+    partial row b (zeros where it has no row): gx is bitwise the op's, and the partials sum to its weight and bias
+    gradients."""
+    rows, cols = 70, 16384
+    x, g = rand(rows, cols, torch.bfloat16), rand(rows, cols, torch.bfloat16)
+    w, b = rand(1, cols, torch.bfloat16).view(cols), rand(1, cols, torch.bfloat16).view(cols)
+    _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
+    want = norms.layer_norm_backward(g, x, w, mean, rstd)
+    gx = torch.empty_like(x)
+    part = torch.full((2, grid, cols), float("nan"), device="cuda")
+    args = (g, x, w, mean, rstd, gx, part[0], part[1], rows, cols, 0)
+    kernel("norms", _SPLIT_BULK).launch((grid, 2), (512, 1), args, _SPLIT_SMEM, cluster=(1, 2, 1))
+    assert torch.equal(gx, want[0])
+    assert not part[:, rows:].any()
+    for p, gw in zip(part, want[1:]):
+        torch.testing.assert_close(p.sum(0), gw.float(), atol=0.05, rtol=1.6e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
+@pytest.mark.parametrize(
+    "ctas, cluster, smem",
+    [(2, 2, _SPLIT_SMEM), (2, 1, _SPLIT_SMEM), (1, 1, _SPLIT_SMEM), (2, 2, _SPLIT_SMEM - 16)],
+    ids=["fits", "not-a-cluster", "row-wider-than-the-cluster", "too-little-shared-memory"],
+)
+def test_layer_norm_backward_bulk_split_launch_checks(launch_in_subprocess, ctas, cluster, smem):
+    """The split bulk backward traps on a launch it does not fit (CTAs of a row that are not one cluster, a row wider
+    than its cluster's 2 packs per thread, less shared memory than six stages of the CTA's slices): the error names
+    the kernel."""
+    stdout, printed = launch_in_subprocess(f"""
+        from kernelkit.ops._runtime import kernel
+        rows, cols, dt = 16, 16384, torch.bfloat16
+        x, g, gx = (torch.randn(rows, cols, device="cuda", dtype=dt) for _ in range(3))
+        w, stat = torch.ones(cols, device="cuda", dtype=dt), torch.ones(rows, device="cuda")
+        part = torch.empty(2, rows, cols, device="cuda")
+        args = (g, x, w, stat, stat, gx, part[0], part[1], rows, cols, 1)
+        kernel("norms", "{_SPLIT_BULK}").launch((rows, {ctas}), (512, 1), args, {smem}, cluster=(1, {cluster}, 1))
+    """)
+    fits = (ctas, cluster, smem) == (2, 2, _SPLIT_SMEM)
+    assert ("NO ERROR" if fits else f"LAUNCH_ERROR kernel '{_SPLIT_BULK}' failed") in stdout, printed
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

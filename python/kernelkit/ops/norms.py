@@ -142,6 +142,14 @@ _BWD_BULK_FIT = {
     "kk_rms_norm_bwd": ((256, 4, 2),),
 }
 _BWD_BULK_STAGES = 3  # S, the kernels' template argument: their shared memory is 2 * S rows
+_BWD_BULK_ROWS = 1  # K, the kernels' rows per reduction
+# 16-bit rows split over a cluster (8193-65536 columns) take the same kernels with SPLIT where listed: each CTA's slice
+# of x and gy arrives by bulk copies into S stages of 32 KB, at one 512-thread CTA per SM, K rows per cluster reduction.
+# kernel -> (S, K). 8192 x 65536 on an H200, launches without the op's Python, against the register kernels at their
+# fits (bench/exp_ln_bwd_launch.py --cases split, h200-2026-11-23-s25/split-bulk3.log): LayerNorm bf16 967.5 -> 835.9
+# us, float16 962.1 -> 799.0 (at K = 1 954.8 and 920.8: one reduction per row, which no other CTA on the SM overlaps,
+# had bound it), 16384 x 16384 bf16 450.8 -> 424.4; RMSNorm bf16 822.7 -> 801.0 (K = 2 and 4: 810-812).
+_BWD_BULK_SPLIT = {"kk_layer_norm_bwd": (5, 2), "kk_rms_norm_bwd": (6, 1)}
 
 
 def split_param_bytes(name: str, packs: int) -> int:
@@ -229,6 +237,12 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
         e = f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}, {extra_arg}{str(split).lower()}, {smem}>"
         return e, bwd_slot_bytes(name, dtype, smem)
 
+    if tail and vec and name in _BWD_BULK_SPLIT and not extra and dtype in _B16:
+        stages, k = _BWD_BULK_SPLIT[name]
+        e = f"{name}_bulk<{CTYPE[dtype]}, 512, 1, {stages}, true, {k}>"
+        split = split_shape("norms", e, packs, dtype, cols, dev, 2 * stages * packs * 16)
+        if split:
+            return split, column_sum
     if tail and vec:
         e, per_thread = expr(*_BWD_SPLIT_FIT.get((name, dtype, extra), (0, 1)), True)
         split = split_shape("norms", e, packs, dtype, cols, dev, per_thread)
@@ -238,7 +252,7 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
     bulk = [f for f in _BWD_BULK_FIT.get(name, ()) if threads <= f[0]]
     if bulk and not extra and dtype in _B16 and vec and not tail and r >= 256 and has_clusters(dev):
         nt, minb, per_sm = bulk[0]
-        k = kernel("norms", f"{name}_bulk<{CTYPE[dtype]}, {nt}, {minb}, {_BWD_BULK_STAGES}>")
+        k = kernel("norms", f"{name}_bulk<{CTYPE[dtype]}, {nt}, {minb}, {_BWD_BULK_STAGES}, false, {_BWD_BULK_ROWS}>")
         smem = 2 * _BWD_BULK_STAGES * cols * dtype.itemsize
         cap = min(resident_blocks(k, threads, dev, smem), per_sm * sm_count(dev))
         return RowShape(k, (threads, 1), 1, cap, smem=smem), column_sum
