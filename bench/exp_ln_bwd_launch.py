@@ -8,7 +8,8 @@ and the register-prefetch kernels they replace:
   per reduction) against the register kernel (kk_*_bwd with SPLIT, the shape the host picks when the op is not in
   _BWD_BULK_SPLIT).
 
-The held cases also try two rows per reduction (the kernels' K).
+The held cases also try the blocks in clusters of 2 or 4 that add up their weight-gradient sums before writing them
+(_BWD_BULK_PAIR; session 25: 2 and 4 stages, and two rows per reduction, measured no faster there).
 
 Timed through the op, these cells can be host-bound on the GPU machine (a backward call's Python took 150-320 us
 there, against 215-450 us of GPU time): the launches alone are GPU-bound.
@@ -33,11 +34,9 @@ from kernelkit.ops import _runtime, norms
 # h200-2026-11-23-s24/ln-bwd-launch2.log), both slower and no longer in the source; ln-bwd-launch3.log ran when the
 # kernel's stages were a template default of 2, so its "bulk, 3 stages" row is the kernel as shipped.
 HELD = [
-    ("bulk, 3 stages", {"_BWD_BULK_STAGES": 3, "_BWD_BULK_ROWS": 1}),
-    ("bulk, 2 stages", {"_BWD_BULK_STAGES": 2, "_BWD_BULK_ROWS": 1}),
-    ("bulk, 4 stages", {"_BWD_BULK_STAGES": 4, "_BWD_BULK_ROWS": 1}),
-    ("bulk, 4 stages, 2 rows", {"_BWD_BULK_STAGES": 4, "_BWD_BULK_ROWS": 2}),
-    ("bulk, 6 stages, 2 rows", {"_BWD_BULK_STAGES": 6, "_BWD_BULK_ROWS": 2}),
+    ("bulk, 3 stages, pairs", {"_BWD_BULK_STAGES": 3, "_BWD_BULK_ROWS": 1, "_BWD_BULK_PAIR": 2}),
+    ("bulk, 3 stages", {"_BWD_BULK_STAGES": 3, "_BWD_BULK_ROWS": 1, "_BWD_BULK_PAIR": 1}),
+    ("bulk, 3 stages, clusters of 4", {"_BWD_BULK_STAGES": 3, "_BWD_BULK_ROWS": 1, "_BWD_BULK_PAIR": 4}),
     ("register prefetch", {"has_clusters": lambda dev: False}),
 ]
 # the split bulk kernels at (stages, rows per reduction)
@@ -54,7 +53,8 @@ CASES = {
         ("kk_layer_norm_bwd", dtype, 32768, cols, HELD)
         for dtype in (torch.bfloat16, torch.float16)
         for cols in (4096, 8192)
-    ],
+    ]
+    + [("kk_rms_norm_bwd", torch.bfloat16, 32768, 4096, HELD[:3])],
     "split": [
         ("kk_layer_norm_bwd", torch.bfloat16, 8192, 65536, SPLIT),
         ("kk_layer_norm_bwd", torch.float16, 8192, 65536, SPLIT),

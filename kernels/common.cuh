@@ -113,6 +113,18 @@ __device__ __forceinline__ void cluster_barrier() {
 #endif
 }
 
+// Four floats at the shared::cluster address `addr` (cluster_address: another CTA's shared memory).
+__device__ __forceinline__ float4 load_cluster_f4(unsigned addr) {
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+#endif
+  return v;
+}
+
 // The 32-bit words of a float or double (low word first), and back: for 16-byte shared-memory units and PTX
 // operands that move raw words.
 __device__ __forceinline__ void to_words(float v, unsigned* w) { w[0] = __float_as_uint(v); }

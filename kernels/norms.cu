@@ -1039,8 +1039,40 @@ __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, cons
       mu[q] = mun[q];
     }
   }
-  float* const pwr = pw + (long long)blockIdx.x * cols;
-  float* const pbr = LN ? pb + (long long)blockIdx.x * cols : nullptr;
+  // Rows one block holds, launched as clusters of C blocks in x: the cluster's blocks add their sums (rank order) and its
+  // rank 0 writes them to partial row blockIdx.x / C. At two blocks per SM and 4096 columns the partials were 2% of the
+  // bytes; C = 2 took 215.3 -> 208.3 us (bf16 LayerNorm 32768 x 4096, h200-2026-11-23-s25/held-pairs.log).
+  const unsigned C = SPLIT ? 1u : kk::cluster_ctas();
+  long long part = blockIdx.x;
+  if (!SPLIT && C > 1) {
+    const unsigned rank = blockIdx.x % C;
+    float4* const mine = reinterpret_cast<float4*>(stages);  // the stages are free: every copy has been waited on
+    constexpr int kPer = NP * W / 4, kUnits = (LN ? 2 : 1) * kPer;  // 16-byte units of this thread's sums
+    if (kk::dyn_smem_bytes() < kUnits * R * 16u) __trap();
+    auto unit = [&](int u) -> float* {  // aw's, then ab's
+      return u < kPer ? &aw[u / (W / 4)][u % (W / 4) * 4] : &ab[(u - kPer) / (W / 4)][u % (W / 4) * 4];
+    };
+    if (rank != 0)
+#pragma unroll
+      for (int u = 0; u < kUnits; ++u) mine[u * R + tx] = *reinterpret_cast<const float4*>(unit(u));
+    kk::cluster_barrier();
+    if (rank == 0)
+      for (unsigned r = 1; r < C; ++r)
+#pragma unroll
+        for (int u = 0; u < kUnits; ++u) {
+          const float4 o = kk::load_cluster_f4(kk::cluster_address(&mine[u * R + tx], r));
+          float* const a = unit(u);
+          a[0] += o.x;
+          a[1] += o.y;
+          a[2] += o.z;
+          a[3] += o.w;
+        }
+    kk::cluster_barrier();  // the other blocks' shared memory stays until rank 0 has read it
+    if (rank != 0) return;
+    part = blockIdx.x / C;
+  }
+  float* const pwr = pw + part * cols;
+  float* const pbr = LN ? pb + part * cols : nullptr;
 #pragma unroll
   for (int k = 0; k < NP; ++k) {
     const int p = p0 + k * R + tx;
@@ -1277,8 +1309,9 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
 //   is clusters of (1, C, 1); cols % VEC == 0 and every pointer 16-byte aligned (the 16-byte path); dynamic shared
 //   memory >= 2 * S * cols * sizeof(T), or 64 * S * R bytes when SPLIT (anything else traps; S is the stages, ops/norms.py
 //   _BWD_BULK_STAGES). Any grid G in x: block (cluster) b takes rows b, b + G, ... and writes partial row b (G rows in
-//   all; the resident blocks are fastest). rows_per_chunk is not read: the signature is kk_layer_norm_bwd's, so that the
-//   host launches both alike with G = ceil(rows / rows_per_chunk).
+//   all; the resident blocks are fastest). Without SPLIT the grid may be clusters of (P, 1, 1): their blocks add up their
+//   sums into partial row b / P (G / P rows; the stages must then hold 64 * R bytes, 32 * R for RMSNorm).
+//   rows_per_chunk is not read: the signature is kk_layer_norm_bwd's, so that the host launches both alike.
 template <typename T, int NT, int MINB, int S, bool SPLIT, int K>
 __global__ void __launch_bounds__(NT, MINB)
 kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,

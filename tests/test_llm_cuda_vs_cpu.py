@@ -235,21 +235,24 @@ def test_norm_backward_bulk_rows(name, dtype, cols):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
-@pytest.mark.parametrize("grid", [5, 100])
-def test_layer_norm_backward_bulk_any_grid(grid):
-    """Block b takes rows b, b + grid, ... through its stages and writes partial row b (zeros where it has no row).
-    gx is bitwise the op's (each row's math is the same); the partials sum to its weight and bias gradients."""
+@pytest.mark.parametrize("grid", [6, 100])
+@pytest.mark.parametrize("pair", [1, 2, 4])
+def test_layer_norm_backward_bulk_any_grid(grid, pair):
+    """Block b takes rows b, b + grid, ... through its stages; launched as clusters of ``pair`` blocks, the cluster's
+    blocks add up their sums and write partial row b / pair (zeros where they have no row). gx is bitwise the op's
+    (each row's math is the same); the partials sum to its weight and bias gradients."""
     rows, cols = 70, 4096
+    grid = grid // pair * pair
     x, g = rand(rows, cols, torch.bfloat16), rand(rows, cols, torch.bfloat16)
     w, b = rand(1, cols, torch.bfloat16).view(cols), rand(1, cols, torch.bfloat16).view(cols)
     _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
     want = norms.layer_norm_backward(g, x, w, mean, rstd)
     gx = torch.empty_like(x)
-    part = torch.full((2, grid, cols), float("nan"), device="cuda")
+    part = torch.full((2, grid // pair, cols), float("nan"), device="cuda")
     args = (g, x, w, mean, rstd, gx, part[0], part[1], rows, cols, 0)
-    kernel("norms", _BULK).launch(grid, (256, 1), args, 6 * cols * 2)
+    kernel("norms", _BULK).launch(grid, (256, 1), args, 6 * cols * 2, cluster=(pair, 1, 1))
     assert torch.equal(gx, want[0])
-    assert not part[:, rows:].any()
+    assert not part[:, -(-rows // pair) :].any()
     for p, gw in zip(part, want[1:]):
         torch.testing.assert_close(p.sum(0), gw.float(), atol=0.05, rtol=1.6e-2)
 

@@ -67,7 +67,9 @@ def resident_blocks(k: Kernel, block: int, device: int, shared_mem: int = 0) -> 
 
 class RowShape(NamedTuple):
     """A row kernel's launch: ``per_block`` rows per block (or per cluster), at most ``cap`` blocks (clusters)
-    in x, ``ctas`` CTAs per row (a cluster when > 1) and ``smem`` bytes of dynamic shared memory per block."""
+    in x, ``ctas`` CTAs per row (a cluster when > 1) and ``smem`` bytes of dynamic shared memory per block.
+    ``pair``: clusters of that many blocks in x (a grid that is a multiple of it), whose blocks add up their
+    partial results (kernels/norms.cu norm_bwd_bulk_run)."""
 
     kernel: Kernel
     block: Union[int, Tuple[int, int]]
@@ -75,10 +77,13 @@ class RowShape(NamedTuple):
     cap: int
     ctas: int = 1
     smem: int = 0
+    pair: int = 1
 
     def launch(self, grid: int, args: tuple) -> None:
         if self.ctas > 1:
             self.kernel.launch((grid, self.ctas), self.block, args, self.smem, cluster=(1, self.ctas, 1))
+        elif self.pair > 1:
+            self.kernel.launch(grid, self.block, args, self.smem, cluster=(self.pair, 1, 1))
         else:
             self.kernel.launch(grid, self.block, args, self.smem)
 

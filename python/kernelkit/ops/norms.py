@@ -137,12 +137,16 @@ _BWD_HELD_FIT = {
 # - RMSNorm, 2049-4096 columns: under 64 registers at two blocks per SM, 218.0 -> 203.8 us (bench/exp_bulk_bwd.py,
 #   bulk-bwd-bps.log; 224-229 at 80-128 registers or three blocks). At 8192 columns it measured no faster
 #   (416.9 against 416.7 us, bulk-bwd.log), nor does add_rms_norm's backward take it (92% of copy already).
+# The blocks run as clusters of _BWD_BULK_PAIR that add up their weight-gradient sums before writing them: at two blocks
+# per SM the partials had been 2% of the bytes (h200-2026-11-23-s25/held-pairs.log): LayerNorm bf16 4096 215.3 ->
+# 208.3 us, 8192 403.3 -> 395.6, RMSNorm 204.3 -> 201.9 (clusters of 4: 207.3, but 429.7 at 8192).
 _BWD_BULK_FIT = {
     "kk_layer_norm_bwd": ((256, 2, 2), (512, 1, 1)),
     "kk_rms_norm_bwd": ((256, 4, 2),),
 }
 _BWD_BULK_STAGES = 3  # S, the kernels' template argument: their shared memory is 2 * S rows
 _BWD_BULK_ROWS = 1  # K, the kernels' rows per reduction
+_BWD_BULK_PAIR = 2  # blocks per cluster adding up their weight-gradient sums (below)
 # 16-bit rows split over a cluster (8193-65536 columns) take the same kernels with SPLIT where listed: each CTA's slice
 # of x and gy arrives by bulk copies into S stages of 32 KB, at one 512-thread CTA per SM, K rows per cluster reduction.
 # kernel -> (S, K). 8192 x 65536 on an H200, launches without the op's Python, against the register kernels at their
@@ -255,7 +259,10 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
         k = kernel("norms", f"{name}_bulk<{CTYPE[dtype]}, {nt}, {minb}, {_BWD_BULK_STAGES}, false, {_BWD_BULK_ROWS}>")
         smem = 2 * _BWD_BULK_STAGES * cols * dtype.itemsize
         cap = min(resident_blocks(k, threads, dev, smem), per_sm * sm_count(dev))
-        return RowShape(k, (threads, 1), 1, cap, smem=smem), column_sum
+        pair = _BWD_BULK_PAIR
+        if pair > 1:
+            cap = min(cap, pair * k.max_active_clusters((threads, 1), (pair, 1, 1), smem, dev)) // pair * pair
+        return RowShape(k, (threads, 1), 1, cap, smem=smem, pair=pair), column_sum
     if not tail and vec and r >= 256 and (name, dtype, extra) in _BWD_HELD_FIT:
         e, per_thread = expr(*_BWD_HELD_FIT[name, dtype, extra], False)
         k = kernel("norms", e)
@@ -286,16 +293,17 @@ def _launch_backward(
     shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
     chunks = min(cdiv(rows, shape.per_block), shape.cap)
     rows_per_chunk = cdiv(rows, chunks)
-    chunks = cdiv(rows, rows_per_chunk)
+    grid = cdiv(cdiv(rows, rows_per_chunk), shape.pair) * shape.pair
+    chunks = grid // shape.pair  # partial rows: one per cluster of shape.pair blocks
     # One buffer for every gradient's partials (LayerNorm's bias after its weight), one kk_column_sum for all of them
     # (32 columns per block, a grid row per gradient).
     partial = x.new_empty(len(grads), chunks, cols, dtype=acc_dtype(x.dtype))
     if len(grads) == 1:
-        shape.launch(chunks, (*head, gx, partial, rows, cols, rows_per_chunk))
+        shape.launch(grid, (*head, gx, partial, rows, cols, rows_per_chunk))
         sums = (partial, grads[0], 0, chunks, cols)
     else:
         bias_part = partial.data_ptr() + chunks * cols * partial.element_size()
-        shape.launch(chunks, (*head, gx, partial, bias_part, rows, cols, rows_per_chunk))
+        shape.launch(grid, (*head, gx, partial, bias_part, rows, cols, rows_per_chunk))
         sums = (partial, *grads, chunks, cols)
     column_sum.launch((cdiv(cols, 32), len(grads)), BLOCK, sums, dependent=True)
 
