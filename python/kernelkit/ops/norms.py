@@ -145,8 +145,8 @@ _BWD_BULK_FIT = {
     "kk_rms_norm_bwd": ((256, 4, 2),),
 }
 _BWD_BULK_STAGES = 3  # S, the kernels' template argument: their shared memory is 2 * S rows
-_BWD_BULK_ROWS = 1  # K, the kernels' rows per reduction
-_BWD_BULK_PAIR = 2  # blocks per cluster adding up their weight-gradient sums (below)
+_BWD_BULK_ROWS = 1  # K, the kernels' rows per reduction (2 measured slower here, s25 held-bulk2.log)
+_BWD_BULK_PAIR = 2  # blocks per cluster adding up their weight-gradient sums (above)
 # 16-bit rows split over a cluster (8193-65536 columns) take the same kernels with SPLIT where listed: each CTA's slice
 # of x and gy arrives by bulk copies into S stages of 32 KB, at one 512-thread CTA per SM, K rows per cluster reduction.
 # kernel -> (S, K). 8192 x 65536 on an H200, launches without the op's Python, against the register kernels at their
