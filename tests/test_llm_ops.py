@@ -1029,3 +1029,31 @@ def test_second_gpu(op):
     for a1, a0 in zip(outs1 + tuple(grads1), outs0 + tuple(grads0)):
         assert a1.device == torch.device("cuda:1")
         close(a1.to("cuda:0"), a0, torch.float32, floor=case.floor)
+
+
+@pytest.mark.parametrize("clusters, pair", [(0, 1), (131, 2)], ids=["no-cluster-fits", "pairs"])
+def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters, pair):
+    """The held 16-bit bulk backward runs as clusters of two blocks that add up their partials, on a grid that is a
+    multiple of two; where the device reports that no such cluster fits, as single blocks (no GPU needed: the kernel
+    is a stand-in that reports occupancy 2 and ``clusters``)."""
+    from kernelkit.ops import _runtime, norms
+
+    class Stub:
+        name = "stub"
+
+        def occupancy(self, *args):
+            return 2
+
+        def max_active_clusters(self, *args):
+            return clusters
+
+    monkeypatch.setattr(norms, "kernel", lambda family, expr: Stub())
+    monkeypatch.setattr(norms, "has_clusters", lambda dev: True)
+    monkeypatch.setattr(norms, "sm_count", lambda dev: 132)
+    monkeypatch.setattr(_runtime, "sm_count", lambda dev: 132)
+    norms._backward_shape.cache_clear()
+    try:
+        shape, _ = norms._backward_shape("kk_layer_norm_bwd", torch.bfloat16, 4096, 0, True, False)
+    finally:
+        norms._backward_shape.cache_clear()
+    assert shape.pair == pair and shape.cap == (264 if pair == 1 else 2 * 131)

@@ -260,8 +260,11 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
         smem = 2 * _BWD_BULK_STAGES * cols * dtype.itemsize
         cap = min(resident_blocks(k, threads, dev, smem), per_sm * sm_count(dev))
         pair = _BWD_BULK_PAIR
-        if pair > 1:
-            cap = min(cap, pair * k.max_active_clusters((threads, 1), (pair, 1, 1), smem, dev)) // pair * pair
+        clusters = k.max_active_clusters((threads, 1), (pair, 1, 1), smem, dev) if pair > 1 else 0
+        if clusters:
+            cap = min(cap, pair * clusters) // pair * pair
+        else:
+            pair = 1  # no cluster of that size fits: each block writes its own partial row
         return RowShape(k, (threads, 1), 1, cap, smem=smem, pair=pair), column_sum
     if not tail and vec and r >= 256 and (name, dtype, extra) in _BWD_HELD_FIT:
         e, per_thread = expr(*_BWD_HELD_FIT[name, dtype, extra], False)
