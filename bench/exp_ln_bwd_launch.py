@@ -2,14 +2,15 @@
 preallocated outputs), for the bulk-copy kernels (kk_layer_norm_bwd_bulk, kk_rms_norm_bwd_bulk) at several stage counts
 and the register-prefetch kernels they replace:
 
-- ``held`` (session 24): LayerNorm rows one block holds (4096 and 8192 columns), the bulk kernel at two and three
-  stages against the register-prefetch kernel (the shape the host picks without sm_90's clusters);
+- ``held`` (sessions 24-25): LayerNorm rows one block holds (4096 and 8192 columns; RMSNorm at 4096), the bulk kernel
+  as single blocks and as clusters of 2 or 4 blocks that add up their weight-gradient sums before writing them
+  (_BWD_BULK_PAIR), against the register-prefetch kernel (the shape the host picks without sm_90's clusters);
 - ``split`` (session 25): rows split over a cluster (8192 x 65536), the bulk kernel with SPLIT at several (stages, rows
   per reduction) against the register kernel (kk_*_bwd with SPLIT, the shape the host picks when the op is not in
   _BWD_BULK_SPLIT).
 
-The held cases also try the blocks in clusters of 2 or 4 that add up their weight-gradient sums before writing them
-(_BWD_BULK_PAIR; session 25: 2 and 4 stages, and two rows per reduction, measured no faster there).
+Session 24's held runs compared two and three stages; session 25's first held run (held-bulk2.log) 2, 3 and 4 stages
+and two rows per reduction, which measured no faster there.
 
 Timed through the op, these cells can be host-bound on the GPU machine (a backward call's Python took 150-320 us
 there, against 215-450 us of GPU time): the launches alone are GPU-bound.
