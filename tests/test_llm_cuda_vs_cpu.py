@@ -195,6 +195,25 @@ def test_split_forward_without_its_parameter_slots_fails_the_launch(launch_in_su
         assert want in stdout, printed
 
 
+def backward_agrees_with_cpu(name: str, dtype: torch.dtype, rows: int, cols: int) -> None:
+    """LayerNorm's (name kk_layer_norm_bwd) or RMSNorm's backward of random rows, one of them constant (LayerNorm's
+    x == mean, so xhat is exactly 0), agrees with the CPU and is bitwise the same across runs."""
+    x, g = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype)
+    x[5] = 0.5  # a constant row: LayerNorm's x == mean, so xhat is exactly 0
+    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
+    if name == "kk_layer_norm_bwd":
+        _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
+        fn, args = norms.layer_norm_backward, (g, x, w, mean, rstd)
+    else:
+        _, rstd = norms._rms_norm(x, w, 1e-6)
+        fn, args = norms.rms_norm_backward, (g, x, w, rstd)
+    out, outc = both(fn, *args)
+    agree(out[0], outc[0], dtype, 8)
+    for o, oc in zip(out[1:], outc[1:]):
+        agree(o, oc, dtype, 4 * rows**0.5)
+    assert all(torch.equal(a, b) for a, b in zip(fn(*args), out))
+
+
 _BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2, 3, false, 1>"
 
 
@@ -217,21 +236,7 @@ def test_norm_backward_bulk_rows(name, dtype, cols):
         assert "bulk" not in shape.kernel.name
     assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, False, False)[0].kernel.name
     assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, True, True)[0].kernel.name
-    rows = 700
-    x, g = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype)
-    x[5] = 0.5  # a constant row: LayerNorm's x == mean, so xhat is exactly 0
-    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
-    if ln:
-        _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
-        fn, args = norms.layer_norm_backward, (g, x, w, mean, rstd)
-    else:
-        _, rstd = norms._rms_norm(x, w, 1e-6)
-        fn, args = norms.rms_norm_backward, (g, x, w, rstd)
-    out, outc = both(fn, *args)
-    agree(out[0], outc[0], dtype, 8)
-    for o, oc in zip(out[1:], outc[1:]):
-        agree(o, oc, dtype, 4 * rows**0.5)
-    assert all(torch.equal(a, b) for a, b in zip(fn(*args), out))
+    backward_agrees_with_cpu(name, dtype, 700, cols)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
@@ -315,21 +320,7 @@ def test_norm_backward_bulk_split_rows(name, dtype, cols):
     assert shape.ctas == -(-cols // 8192) and shape.block == (512, 1)
     assert shape.smem == 2 * norms._BWD_BULK_SPLIT[name][0] * 2 * 16 * 512
     assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, True, True)[0].kernel.name
-    rows = max(41, min(301, 2**23 // cols))  # odd: the last reduction of some clusters has one row
-    x, g = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype)
-    x[5] = 0.5  # a constant row: LayerNorm's x == mean, so xhat is exactly 0
-    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
-    if name == "kk_layer_norm_bwd":
-        _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
-        fn, args = norms.layer_norm_backward, (g, x, w, mean, rstd)
-    else:
-        _, rstd = norms._rms_norm(x, w, 1e-6)
-        fn, args = norms.rms_norm_backward, (g, x, w, rstd)
-    out, outc = both(fn, *args)
-    agree(out[0], outc[0], dtype, 8)
-    for o, oc in zip(out[1:], outc[1:]):
-        agree(o, oc, dtype, 4 * rows**0.5)
-    assert all(torch.equal(a, b) for a, b in zip(fn(*args), out))
+    backward_agrees_with_cpu(name, dtype, max(41, min(301, 2**23 // cols)), cols)  # odd: some reductions have one row
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
