@@ -111,6 +111,8 @@ def instantiations():
     norms += [
         f"kk_add_rms_norm_fwd<{t}, false, {p}, 3, true>" for t, p in (("float", 4), ("__half", 2), ("__nv_bfloat16", 2))
     ]
+    # _SPLIT_FIXED: 16-bit LayerNorm on clusters of 2 to 8 CTAs fixed at compile time (2, 4 and 8 checked here)
+    norms += [f"kk_layer_norm_fwd<{t}, false, 4, 2, true, {c}>" for t in ("__half", "__nv_bfloat16") for c in (2, 4, 8)]
     norms += [f"kk_layer_norm_fwd<{t}, true, 2, 2>" for t in ("__half", "__nv_bfloat16")]  # _TAIL_FIT
     # backwards with _BWD_SPLIT_FIT's (SMEM, minimum blocks); double keeps (0, 1)
     ln = {"float": "1, true, 2", "double": "1, true, 0", "__half": "1, true, 0", "__nv_bfloat16": "1, true, 0"}

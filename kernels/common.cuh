@@ -201,7 +201,8 @@ template <int N, typename A> struct RowSumOp {
     for (int i = 0; i < N; ++i) v[i] += o[i];
   }
 };
-template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
+// PARTS: nw * gridDim.y where the kernel fixes it at compile time (0: read from the launch).
+template <int N, typename A, bool SPLIT, int PARTS = 0> struct ClusterRowReduce {
   struct Storage {
     alignas(16) A slots[2][kMaxRowWarps * kMaxClusterCtas][N];
     unsigned long long full[2];  // mbarriers: one arrival (thread 0 arming the stage) plus the bytes
@@ -231,7 +232,7 @@ template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
   // before it sends its values of the reduction in between, so before any CTA can send that use's bytes.
   __device__ __forceinline__ void arm(unsigned s) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned bytes = (blockDim.x >> 5) * gridDim.y * N * sizeof(A);
+    const unsigned bytes = (PARTS ? PARTS : (blockDim.x >> 5) * gridDim.y) * N * sizeof(A);
     mbarrier_expect_tx(smem_address(&storage().full[s]), bytes);
 #endif
   }
@@ -277,7 +278,12 @@ template <int N, typename A, bool SPLIT> struct ClusterRowReduce {
       mbarrier_wait(smem_address(full), parity);
       if (threadIdx.x == 0) arm(stage);
       Op::identity(v);
-      for (unsigned k = lane; k < nw * n; k += 32) Op::combine(v, slots[k]);
+      if constexpr (PARTS > 0) {
+#pragma unroll
+        for (unsigned k = lane; k < PARTS; k += 32) Op::combine(v, slots[k]);
+      } else {
+        for (unsigned k = lane; k < nw * n; k += 32) Op::combine(v, slots[k]);
+      }
       // These reads (generic proxy) come before the st.async (async proxy) of other CTAs to this stage.
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       butterfly<Op>(v);
@@ -377,6 +383,26 @@ __device__ __forceinline__ uint4 ld_keep(const uint4* p) {
       "ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], pol;\n\t}"
       : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
       : "l"(p));
+  return r;
+#endif
+}
+
+// ld_keep with its policy made once by the caller (keep_policy, e.g. before a loop): ld_keep makes it in every load.
+__device__ __forceinline__ unsigned long long keep_policy() {
+  unsigned long long pol = 0;
+#if __CUDA_ARCH__ >= 800
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+#endif
+  return pol;
+}
+__device__ __forceinline__ uint4 ld_keep(const uint4* p, unsigned long long pol) {
+#if __CUDA_ARCH__ < 800
+  return __ldg(p);
+#else
+  uint4 r;
+  asm("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p), "l"(pol));
   return r;
 #endif
 }

@@ -42,6 +42,11 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 // weights came from shared memory: float32 8192 x 65536 1141.9 -> 1112.8 us, bf16 598.8 -> 598.7, while its held
 // bf16 rows stayed 0.8-1.8% slower (h200-2026-11-23-s20/ab-ln-keep.json).
 constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc, kLnSplitLd = kk::kKeep, kLnWideLd = kk::kKeep;
+// The split 16-bit LayerNorm forward on a fixed geometry (kk_layer_norm_fwd's CTAS): kLnKeepPolicy makes the kKeep
+// loads' L2 policy once per kernel, not in every load (6 uniform instructions per pack); kLnFmaOut writes one-pass rows
+// as fma(fma(x, rs, -mu * rs), w, b). Each measured 0.6-1.2% faster at 8192 x 65536 and 4096 x 131072, 16-bit
+// (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-policy.json, ab-ln-fma2.json).
+constexpr bool kLnKeepPolicy = true, kLnFmaOut = true;
 template <typename T> constexpr int kBwdLd = sizeof(T) == 4 ? kk::kKeep : kk::kNc;
 
 __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
@@ -83,8 +88,8 @@ template <int N, typename A> __device__ __forceinline__ void block_row_sum(A (&v
 // row is split: cs adds every warp's sums across the cluster); bitwise identical in every thread of the row
 // (xor butterfly: a+b == b+a). blockDim.x > 32: all threads of the block must call it (two __syncthreads
 // when the row is not split). sm: N*32 words of shared memory.
-template <int N, typename A, bool SPLIT>
-__device__ __forceinline__ void row_sum(A (&v)[N], A* sm, kk::ClusterRowReduce<N, A, SPLIT>& cs) {
+template <int N, typename A, bool SPLIT, int PARTS>
+__device__ __forceinline__ void row_sum(A (&v)[N], A* sm, kk::ClusterRowReduce<N, A, SPLIT, PARTS>& cs) {
   if constexpr (SPLIT) cs(v);
   else block_row_sum(v, sm);
 }
@@ -355,16 +360,18 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
 // mu^2 <= var, where the cancellation at most doubles the rounding error of the two-pass form; otherwise (and
 // for NaN) sum (x - mu)^2 in a second pass, as rows without ONEPASS always do. A split row adds its CTAs' sums
 // over the cluster: one exchange per row, two where the second pass runs.
-template <int NP, int W, bool TAIL, bool SPLIT, bool ONEPASS, typename T>
+template <int NP, int W, bool TAIL, bool SPLIT, bool ONEPASS, typename T, int CTAS = 0>
 __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                            T* __restrict__ y, acc_t<T>* __restrict__ mean,
                                            acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
+  static_assert(CTAS == 0 || SPLIT, "a fixed geometry is a cluster's");
+  constexpr bool kFixed = CTAS > 0;  // blockDim (512, 1), clusters of CTAS: the row loop's bounds hold every row
   // row sums of 2 values
   __shared__ A sm[2 * 32];
-  kk::ClusterRowReduce<2, A, SPLIT> cr;
-  const int tx = row_thread<SPLIT>();
-  const long long R = row_threads<SPLIT>();
+  kk::ClusterRowReduce<2, A, SPLIT, kFixed ? 16 * CTAS : 0> cr;
+  const int tx = kFixed ? int(blockIdx.y) * 512 + int(threadIdx.x) : row_thread<SPLIT>();
+  const long long R = kFixed ? 512LL * CTAS : row_threads<SPLIT>();
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
@@ -373,9 +380,11 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
   constexpr int kRowLd = SPLIT ? kLnSplitLd : kLnFwdLd;
   const T* const wb[2] = {w, b};
   const auto params = SPLIT ? stage_params<2, NP, W>(wb, tx, R, cv) : ParamSlots<2, NP, W, T>{};
+  constexpr bool kPolicy = kLnKeepPolicy && kFixed && sizeof(T) == 2 && kRowLd == kk::kKeep && W * sizeof(T) == 16;
+  const unsigned long long pol = kPolicy ? kk::keep_policy() : 0ull;
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
-    const bool act = row < rows;
+    const bool act = kFixed || row < rows;
     const long long off = act ? row * cols : 0;
     const bool tail = TAIL && act && p_tail < cv;
     const T* const src1[1] = {x + off};
@@ -384,8 +393,15 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
     for (int k = 0; k < NP; ++k) {
       const long long p = k * R + tx;
       // As in rms_fwd_run: whole words for 16-bit packs, the select for float ones.
-      if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kRowLd>(x + off + p * W, act && p < cv);
-      else h[k] = (act && p < cv) ? load_vec<W, kRowLd>(x + off + p * W) : kk::zero_vec<T, W>();
+      if constexpr (kPolicy) {
+        uint4 u = make_uint4(0u, 0u, 0u, 0u);
+        if (p < cv) u = kk::ld_keep(reinterpret_cast<const uint4*>(x + off + p * W), pol);
+        *reinterpret_cast<uint4*>(&h[k]) = u;
+      } else if constexpr (sizeof(T) == 2) {
+        h[k] = kk::load_vec_if<W, kRowLd>(x + off + p * W, act && p < cv);
+      } else {
+        h[k] = (act && p < cv) ? load_vec<W, kRowLd>(x + off + p * W) : kk::zero_vec<T, W>();
+      }
     }
     // s[0]: sum of x; s[1]: sum of x^2 (ONEPASS); then s[0]: sum of (x - mu)^2 where the second pass runs.
     A s[2] = {A(0), A(0)};
@@ -458,24 +474,32 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
       if (mean != nullptr) mean[row] = mu;
       if (rstd != nullptr) rstd[row] = rs;
     }
+    // One-pass rows have mu^2 <= var, so |mu * rs| <= 1 and fma(x, rs, -mu * rs) is within 2^-25 of (x - mu) * rs
+    // (constant rows: mu^2 > var = 0 unless they are 0, which gives exactly b in both forms).
+    auto out_packs = [&](const bool fma_form) {  // each call inlines with its constant
+      const A nmrs = -mu * rs;
 #pragma unroll
-    for (int k = 0; k < NP; ++k) {
-      const long long p = k * R + tx;
-      if (act && p < cv) {
-        A a[W], g[W], c[W];
-        kk::vec_to_acc(h[k], a);
-        if constexpr (SPLIT) {
-          kk::vec_to_acc(params.get(0, k), g);
-          kk::vec_to_acc(params.get(1, k), c);
-        } else {
-          kk::vec_to_acc(load_vec<W, kLnFwdLd>(w + p * W), g);
-          kk::vec_to_acc(load_vec<W, kLnFwdLd>(b + p * W), c);
+      for (int k = 0; k < NP; ++k) {
+        const long long p = k * R + tx;
+        if (act && p < cv) {
+          A a[W], g[W], c[W];
+          kk::vec_to_acc(h[k], a);
+          if constexpr (SPLIT) {
+            kk::vec_to_acc(params.get(0, k), g);
+            kk::vec_to_acc(params.get(1, k), c);
+          } else {
+            kk::vec_to_acc(load_vec<W, kLnFwdLd>(w + p * W), g);
+            kk::vec_to_acc(load_vec<W, kLnFwdLd>(b + p * W), c);
+          }
+#pragma unroll
+          for (int j = 0; j < W; ++j)
+            a[j] = kk::fma_acc(fma_form ? kk::fma_acc(a[j], rs, nmrs) : (a[j] - mu) * rs, g[j], c[j]);
+          store_vec<W, SPLIT>(y + off + p * W, kk::acc_to_vec<T, W>(a));
         }
-#pragma unroll
-        for (int j = 0; j < W; ++j) a[j] = kk::fma_acc((a[j] - mu) * rs, g[j], c[j]);
-        store_vec<W, SPLIT>(y + off + p * W, kk::acc_to_vec<T, W>(a));
       }
-    }
+    };
+    if (kLnFmaOut && kFixed && !two_pass) out_packs(true);
+    else out_packs(false);
     if (tail) {
       const T* const src[3] = {x + off, w, b};
       cached_tail_loop<1, 0u, W>(cache, src, p_tail, cv, R, [&](long long p, const Packs<3, W, T>& q) {
@@ -1189,8 +1213,12 @@ kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, con
 // Launch: as kk_rms_norm_fwd, but TAIL rows with Y = 1 may have S bytes of dynamic shared memory (a multiple of
 //   the pack size: 16 bytes on the vector path, sizeof(T) otherwise), which caches the first packs of the tail
 //   for the later passes (RowCache); SPLIT rows take 2 * NP * 16 bytes per thread of dynamic shared memory (their w and
-//   b packs; less traps).
-template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false>
+//   b packs; less traps). CTAS > 0 (SPLIT): blocks of 512 threads in clusters of CTAS, fixed at compile time (anything
+//   else traps): the pack addresses become immediate offsets from the row's, the row loop needs no bounds check per
+//   row, and the cluster reduction's gather unrolls. bf16 8192 x 65536 on an H200: 587.7 -> 549.5 us, float16 588.6
+//   -> 553.3, bitwise equal (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-fixed.json).
+template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
+          int CTAS = 0>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                   typename kk::Acc<T>::type* __restrict__ mean, typename kk::Acc<T>::type* __restrict__ rstd,
@@ -1202,7 +1230,8 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   constexpr bool kOnePass = sizeof(T) == 2 || SPLIT;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
-    kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T>(x, w, b, y, mean, rstd, rows, cols, eps);
+    if (CTAS && (blockDim.x != 512 || gridDim.y != CTAS)) __trap();
+    kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T, CTAS>(x, w, b, y, mean, rstd, rows, cols, eps);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only
   } else {

@@ -195,6 +195,42 @@ def test_split_forward_without_its_parameter_slots_fails_the_launch(launch_in_su
         assert want in stdout, printed
 
 
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
+@pytest.mark.parametrize("block, ctas", [(512, 2), (256, 4)], ids=["other-cluster", "other-block"])
+def test_split_forward_on_a_fixed_geometry_fails_another_launch(launch_in_subprocess, block, ctas):
+    """kk_layer_norm_fwd with CTAS = 4 is compiled for 512-thread blocks in clusters of 4: a launch of other clusters
+    or blocks fails with an error that names the kernel, where its own geometry runs and matches the general kernel:
+    the same statistics, and outputs within one bf16 ulp (its one-pass rows take fma(x, rs, -mu * rs))."""
+    expr = "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2, true, 4>"
+    general = "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2, true>"
+    for launch, want in (((block, ctas), f"LAUNCH_ERROR kernel '{expr}' failed"), ((512, 4), "NO ERROR")):
+        stdout, printed = launch_in_subprocess(f"""
+            from kernelkit.ops._runtime import kernel
+            rows, cols, (threads, ctas) = 16, 65536, {launch}
+            x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+            w, b = torch.randn(cols, device="cuda", dtype=x.dtype), torch.randn(cols, device="cuda", dtype=x.dtype)
+            ys = [torch.empty_like(x) for _ in range(2)]
+            stats = [torch.empty(rows, device="cuda") for _ in range(4)]
+            for e, y, m, r in (("{general}", ys[0], *stats[:2]), ("{expr}", ys[1], *stats[2:])):
+                t = (512, 4) if e == "{general}" else (threads, ctas)
+                kernel("norms", e).launch((4, t[1]), (t[0], 1), (x, w, b, y, m, r, rows, cols, 1e-5), 2 * 4 * 16 * t[0],
+                                          cluster=(1, t[1], 1))
+            torch.cuda.synchronize()
+            assert torch.equal(stats[0], stats[2]) and torch.equal(stats[1], stats[3])
+            torch.testing.assert_close(ys[1], ys[0], rtol=2**-7, atol=1e-6)
+        """)
+        assert want in stdout, printed
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
+@pytest.mark.parametrize("cols, ctas", [(16392, 2), (40960, 3), (65536, 4), (131072, 8)])
+def test_split_layer_norm_forward_takes_its_fixed_geometry(cols, ctas):
+    """16-bit LayerNorm rows split over a cluster launch the kernel compiled for their cluster's CTAs."""
+    shape = norms._forward_shape("kk_layer_norm_fwd", torch.bfloat16, cols, 0, True)
+    assert shape.kernel.name == f"kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2, true, {ctas}>"
+    assert (shape.block, shape.ctas) == ((512, 1), ctas)
+
+
 def backward_agrees_with_cpu(name: str, dtype: torch.dtype, rows: int, cols: int) -> None:
     """LayerNorm's (name kk_layer_norm_bwd) or RMSNorm's backward of random rows, one of them constant (LayerNorm's
     x == mean, so xhat is exactly 0), agrees with the CPU and is bitwise the same across runs."""

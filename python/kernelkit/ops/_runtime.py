@@ -89,13 +89,21 @@ class RowShape(NamedTuple):
 
 
 def split_shape(
-    family: str, expr: str, packs: int, dtype: torch.dtype, cols: int, dev: int, smem_per_thread: int = 0
+    family: str,
+    expr: str,
+    packs: int,
+    dtype: torch.dtype,
+    cols: int,
+    dev: int,
+    smem_per_thread: int = 0,
+    fixed_geometry: bool = False,
 ) -> Optional[RowShape]:
     """The launch of rows split over a thread-block cluster, each CTA holding its part of the row in
     registers (``packs`` 16-byte packs per thread): a grid of the resident clusters looping over rows (10%
     faster than a cluster per row, bench/sweep_split.py). None where that takes more than 8 CTAs or the GPU
     has no clusters (before sm_90). ``expr``: the kernel, in kernels/<family>.cu; ``smem_per_thread``: its
-    dynamic shared memory per thread of a CTA."""
+    dynamic shared memory per thread of a CTA; ``fixed_geometry``: the kernel takes the cluster's CTAs as a last
+    template argument where its blocks are of 512 threads (a compile-time geometry)."""
     if not has_clusters(dev):
         return None
     e = packs * VEC[dtype]
@@ -103,6 +111,8 @@ def split_shape(
     if ctas > 8:
         return None
     r = pow2ceil(cdiv(cols, ctas * e))
+    if fixed_geometry and r == 512:
+        expr = f"{expr[:-1]}, {ctas}>"
     k = kernel(family, expr)
     smem = smem_per_thread * r
     clusters = k.max_active_clusters((r, 1), (1, ctas, 1), smem, dev)

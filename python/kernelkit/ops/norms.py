@@ -93,6 +93,8 @@ _SPLIT_FITS = {
     **{("kk_add_rms_norm_fwd", t): [(4, 3) if t == _F32 else (2, 3), (_FWD_PACKS[t], 2)] for t in (_F32, *_B16)},
     ("kk_layer_norm_fwd", _F32): [(4, 2), (8, 1)],
 }
+# Split kernels launched with their cluster's CTAs fixed at compile time (kernels/norms.cu kk_layer_norm_fwd's CTAS).
+_SPLIT_FIXED = {("kk_layer_norm_fwd", t) for t in _B16}
 # 16-bit LayerNorm rows too long to split over 8 CTAs (16-byte path): one block per row with 2 packs per thread at
 # 2 blocks per SM, the tail cached in shared memory for the later passes (kernels/norms.cu RowCache). At 65536
 # columns the cache had beaten the split (838 -> 739 us, h200-2026-11-22-s11) until the row sums crossed the
@@ -200,7 +202,8 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
         packs = _FWD_PACKS[dtype]
         for p, m in _SPLIT_FITS.get((name, dtype), [(packs, 2)]) if vec else ():
             expr = f"{name}<{CTYPE[dtype]}, false, {p}, {m}, true>"
-            split = split_shape("norms", expr, p, dtype, cols, dev, split_param_bytes(name, p))
+            fixed = (name, dtype) in _SPLIT_FIXED
+            split = split_shape("norms", expr, p, dtype, cols, dev, split_param_bytes(name, p), fixed)
             if split:
                 return split
         if vec and (name, dtype) in _TAIL_FIT:
