@@ -43,9 +43,10 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 // bf16 rows stayed 0.8-1.8% slower (h200-2026-11-23-s20/ab-ln-keep.json).
 constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc, kLnSplitLd = kk::kKeep, kLnWideLd = kk::kKeep;
 // The split 16-bit LayerNorm forward on a fixed geometry (kk_layer_norm_fwd's CTAS): kLnKeepPolicy makes the kKeep
-// loads' L2 policy once per kernel, not in every load (6 uniform instructions per pack); kLnFmaOut writes one-pass rows
-// as fma(fma(x, rs, -mu * rs), w, b). Each measured 0.6-1.2% faster at 8192 x 65536 and 4096 x 131072, 16-bit
-// (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-policy.json, ab-ln-fma2.json).
+// loads' L2 policy once before the row loop (measured when kk::ld_keep still made it in every load: 6 uniform
+// instructions per pack; since it no longer does, the two give the same instructions in another order); kLnFmaOut
+// writes one-pass rows as fma(fma(x, rs, -mu * rs), w, b). Each measured 0.6-1.2% faster at 8192 x 65536 and 4096 x
+// 131072, 16-bit (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-policy.json, ab-ln-fma2.json).
 constexpr bool kLnKeepPolicy = true, kLnFmaOut = true;
 template <typename T> constexpr int kBwdLd = sizeof(T) == 4 ? kk::kKeep : kk::kNc;
 
