@@ -475,9 +475,10 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
       if (mean != nullptr) mean[row] = mu;
       if (rstd != nullptr) rstd[row] = rs;
     }
-    // One-pass rows have mu^2 <= var, so |mu * rs| <= 1 and fma(x, rs, -mu * rs) is within 2^-25 of (x - mu) * rs
-    // (constant rows: mu^2 > var = 0 unless they are 0, which gives exactly b in both forms).
-    auto out_packs = [&](const bool fma_form) {  // each call inlines with its constant
+    // One-pass rows have mu^2 <= var, so |mu * rs| <= 1 and fma(x, rs, -mu * rs) is within 2^-25 of (x - mu) * rs. A
+    // constant nonzero row has mu^2 > var (0 up to rounding) and takes the exact form; a zero row gives b in both.
+    // fma_form is a plain bool, constant at each inlined call: NVRTC 13.0 rejects generic lambdas in device code.
+    auto out_packs = [&](const bool fma_form) {
       const A nmrs = -mu * rs;
 #pragma unroll
       for (int k = 0; k < NP; ++k) {

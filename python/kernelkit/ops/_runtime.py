@@ -112,7 +112,7 @@ def split_shape(
         return None
     r = pow2ceil(cdiv(cols, ctas * e))
     if fixed_geometry and r == 512:
-        expr = f"{expr[:-1]}, {ctas}>"
+        expr = f"{expr[:-1]}, {ctas}>"  # the CTAS template argument after the expression's last one
     k = kernel(family, expr)
     smem = smem_per_thread * r
     clusters = k.max_active_clusters((r, 1), (1, ctas, 1), smem, dev)
