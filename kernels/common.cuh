@@ -372,16 +372,9 @@ template <typename T, int W> struct alignas(sizeof(T) * W) Vec { T v[W]; };
 //   each kernel file names what it uses. 16-byte packs only; scalars load as kNc.
 enum Load : int { kPlain = 0, kNc = 1, kKeep = 2 };
 
-// Before sm_80 (no createpolicy) kKeep loads as kNc. The asm has no memory clobber, so the compiler may move it as it
-// would any load of memory the kernel never writes, which is what the kNc contract promises. The policy is its own asm
-// (keep_policy, below), which the compiler makes once for a kernel's loads: inside the load's asm it was made again for
-// every pack (float32 layer_norm 32768 x 4096 258.2 -> 255.7 us, the other kKeep kernels within 0.5%, bitwise equal;
-// bench/ab_source.py, h200-2026-11-23-s26/ab-keep-policy-*.json).
-__device__ __forceinline__ unsigned long long keep_policy();
-__device__ __forceinline__ uint4 ld_keep(const uint4* p, unsigned long long pol);
-__device__ __forceinline__ uint4 ld_keep(const uint4* p) { return ld_keep(p, keep_policy()); }
-
-// kKeep's L2 policy (evict_last), and ld_keep under a policy made by the caller.
+// kKeep's L2 policy (evict_last), in its own asm: the compiler makes it once for a kernel's loads. Inside the load's
+// asm it was made again for every pack (float32 layer_norm 32768 x 4096 258.2 -> 255.7 us, the other kKeep kernels
+// within 0.5%, bitwise equal; bench/ab_source.py, h200-2026-11-23-s26/ab-keep-policy-*.json).
 __device__ __forceinline__ unsigned long long keep_policy() {
   unsigned long long pol = 0;
 #if __CUDA_ARCH__ >= 800
@@ -389,14 +382,17 @@ __device__ __forceinline__ unsigned long long keep_policy() {
 #endif
   return pol;
 }
-__device__ __forceinline__ uint4 ld_keep(const uint4* p, unsigned long long pol) {
+
+// Before sm_80 (no createpolicy) kKeep loads as kNc. The asm has no memory clobber, so the compiler may move it as it
+// would any load of memory the kernel never writes, which is what the kNc contract promises.
+__device__ __forceinline__ uint4 ld_keep(const uint4* p) {
 #if __CUDA_ARCH__ < 800
   return __ldg(p);
 #else
   uint4 r;
   asm("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
       : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p), "l"(pol));
+      : "l"(p), "l"(keep_policy()));
   return r;
 #endif
 }

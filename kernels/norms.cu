@@ -42,12 +42,11 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 // weights came from shared memory: float32 8192 x 65536 1141.9 -> 1112.8 us, bf16 598.8 -> 598.7, while its held
 // bf16 rows stayed 0.8-1.8% slower (h200-2026-11-23-s20/ab-ln-keep.json).
 constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc, kLnSplitLd = kk::kKeep, kLnWideLd = kk::kKeep;
-// The split 16-bit LayerNorm forward on a fixed geometry (kk_layer_norm_fwd's CTAS): kLnKeepPolicy makes the kKeep
-// loads' L2 policy once before the row loop (measured when kk::ld_keep still made it in every load: 6 uniform
-// instructions per pack; since it no longer does, the two give the same instructions in another order); kLnFmaOut
-// writes one-pass rows as fma(fma(x, rs, -mu * rs), w, b). Each measured 0.6-1.2% faster at 8192 x 65536 and 4096 x
-// 131072, 16-bit (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-policy.json, ab-ln-fma2.json).
-constexpr bool kLnKeepPolicy = true, kLnFmaOut = true;
+// The split 16-bit LayerNorm forward on a fixed geometry (kk_layer_norm_fwd's CTAS): blocks of kFixedThreads; kLnFmaOut
+// writes one-pass rows as fma(fma(x, rs, -mu * rs), w, b): 0.6-1.2% faster at 8192 x 65536 and 4096 x 131072, 16-bit
+// (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-fma2.json).
+constexpr int kFixedThreads = 512;
+constexpr bool kLnFmaOut = true;
 template <typename T> constexpr int kBwdLd = sizeof(T) == 4 ? kk::kKeep : kk::kNc;
 
 __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
@@ -367,12 +366,13 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
                                            acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
   static_assert(CTAS == 0 || SPLIT, "a fixed geometry is a cluster's");
-  constexpr bool kFixed = CTAS > 0;  // blockDim (512, 1), clusters of CTAS: the row loop's bounds hold every row
+  // blockDim (kFixedThreads, 1), clusters of CTAS: the row loop's bounds hold every row
+  constexpr bool kFixed = CTAS > 0;
   // row sums of 2 values
   __shared__ A sm[2 * 32];
-  kk::ClusterRowReduce<2, A, SPLIT, kFixed ? 16 * CTAS : 0> cr;
-  const int tx = kFixed ? int(blockIdx.y) * 512 + int(threadIdx.x) : row_thread<SPLIT>();
-  const long long R = kFixed ? 512LL * CTAS : row_threads<SPLIT>();
+  kk::ClusterRowReduce<2, A, SPLIT, kFixed ? kFixedThreads / 32 * CTAS : 0> cr;
+  const int tx = kFixed ? int(blockIdx.y) * kFixedThreads + int(threadIdx.x) : row_thread<SPLIT>();
+  const long long R = kFixed ? (long long)kFixedThreads * CTAS : row_threads<SPLIT>();
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
@@ -381,8 +381,6 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
   constexpr int kRowLd = SPLIT ? kLnSplitLd : kLnFwdLd;
   const T* const wb[2] = {w, b};
   const auto params = SPLIT ? stage_params<2, NP, W>(wb, tx, R, cv) : ParamSlots<2, NP, W, T>{};
-  constexpr bool kPolicy = kLnKeepPolicy && kFixed && sizeof(T) == 2 && kRowLd == kk::kKeep && W * sizeof(T) == 16;
-  const unsigned long long pol = kPolicy ? kk::keep_policy() : 0ull;
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
     const bool act = kFixed || row < rows;
@@ -394,15 +392,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
     for (int k = 0; k < NP; ++k) {
       const long long p = k * R + tx;
       // As in rms_fwd_run: whole words for 16-bit packs, the select for float ones.
-      if constexpr (kPolicy) {
-        uint4 u = make_uint4(0u, 0u, 0u, 0u);
-        if (p < cv) u = kk::ld_keep(reinterpret_cast<const uint4*>(x + off + p * W), pol);
-        *reinterpret_cast<uint4*>(&h[k]) = u;
-      } else if constexpr (sizeof(T) == 2) {
-        h[k] = kk::load_vec_if<W, kRowLd>(x + off + p * W, act && p < cv);
-      } else {
-        h[k] = (act && p < cv) ? load_vec<W, kRowLd>(x + off + p * W) : kk::zero_vec<T, W>();
-      }
+      if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kRowLd>(x + off + p * W, act && p < cv);
+      else h[k] = (act && p < cv) ? load_vec<W, kRowLd>(x + off + p * W) : kk::zero_vec<T, W>();
     }
     // s[0]: sum of x; s[1]: sum of x^2 (ONEPASS); then s[0]: sum of (x - mu)^2 where the second pass runs.
     A s[2] = {A(0), A(0)};
@@ -1232,7 +1223,7 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   constexpr bool kOnePass = sizeof(T) == 2 || SPLIT;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
-    if (CTAS && (blockDim.x != 512 || gridDim.y != CTAS)) __trap();
+    if (CTAS && (blockDim.x != kk_norms::kFixedThreads || gridDim.y != CTAS)) __trap();
     kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T, CTAS>(x, w, b, y, mean, rstd, rows, cols, eps);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only
