@@ -3,6 +3,13 @@
     python3 bench/ab_source.py --family norms --sub "kBwdPush = true" "kBwdPush = false" \
         rms_norm_backward:bfloat16:8192x65536 layer_norm_backward:float32:8192x65536
 
+or of a host-side setting (B with MODULE.NAME=EXPR, the module one of kernelkit.ops; with no --sub, both run the
+shipped sources):
+
+    python3 bench/ab_source.py --family norms \
+        --b-host "norms._SPLIT_FIXED=norms._SPLIT_FIXED | {('kk_rms_norm_fwd', torch.bfloat16)}" \
+        rms_norm:bfloat16:8192x65536
+
 or against the sources of another revision (B = <family>.cu and common.cuh from a directory):
 
     mkdir -p /tmp/b && for f in norms.cu common.cuh; do git show HEAD~1:kernels/$f > /tmp/b/$f; done
@@ -32,8 +39,22 @@ from kernelkit.ops import _runtime
 _shipped_module = _runtime._module
 
 
-def _use(family, module):
-    """Point the ops at ``module`` for ``family`` (None: the shipped one) and forget cached launch shapes."""
+def _host_settings(specs):
+    """[(module, name, A's value, B's value)] from MODULE.NAME=EXPR (EXPR evaluated with torch and MODULE in scope)."""
+    out = []
+    for spec in specs:
+        target, expr = spec.split("=", 1)
+        mod_name, name = target.strip().split(".")
+        mod = importlib.import_module(f"kernelkit.ops.{mod_name}")
+        out.append((mod, name, getattr(mod, name), eval(expr, {"torch": torch, mod_name: mod})))
+    return out
+
+
+def _use(family, module, host=(), variant="A"):
+    """Point the ops at ``module`` for ``family`` (None: the shipped one), set the host settings to ``variant``'s
+    values and forget cached launch shapes."""
+    for mod, name, a_value, b_value in host:
+        setattr(mod, name, b_value if variant == "B" else a_value)
     if module is None:
         _runtime._module = _shipped_module
     else:
@@ -72,12 +93,14 @@ def main():
     ap.add_argument("--family", required=True, help="kernels/<family>.cu")
     ap.add_argument("--sub", nargs=2, action="append", default=[], metavar=("REGEX", "REPLACEMENT"))
     ap.add_argument("--b-dir", help="B's <family>.cu and common.cuh (before any --sub)")
+    ap.add_argument("--b-host", action="append", default=[], metavar="MODULE.NAME=EXPR", help="B's host setting")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out")
     a = ap.parse_args()
-    if not a.sub and not a.b_dir:
-        ap.error("give --sub or --b-dir")
+    if not a.sub and not a.b_dir and not a.b_host:
+        ap.error("give --sub, --b-dir or --b-host")
+    host = _host_settings(a.b_host)
     base = {}
     if a.b_dir:
         base = {"source": open(f"{a.b_dir}/{a.family}.cu").read(), "common": open(f"{a.b_dir}/common.cuh").read()}
@@ -92,16 +115,16 @@ def main():
         for spec, fn in runs:
             outs = {}
             for v, module in (("A", None), ("B", variant)):
-                _use(a.family, module)
+                _use(a.family, module, host, v)
                 outs[v] = fn()
                 ms = _gpu_median_ms([fn], reps=a.reps, warmup=3)
                 if r:
                     times[spec, v].append(ms * 1e3)
             ok[spec] = ok.get(spec, True) and _same(outs["A"], outs["B"])
             bitwise[spec] = bitwise.get(spec, True) and _identical(outs["A"], outs["B"])
-    _use(a.family, None)
+    _use(a.family, None, host, "A")
     subs = "; ".join(f"{p!r} -> {r!r}" for p, r in a.sub) or "no substitutions"
-    print(f"B: {a.b_dir or 'kernels'}/{a.family}.cu with {subs}")
+    print(f"B: {a.b_dir or 'kernels'}/{a.family}.cu with {subs}" + "".join(f"; {h}" for h in a.b_host))
     results = []
     for spec, _ in runs:
         med = {v: statistics.median(times[spec, v]) for v in "AB"}
@@ -116,6 +139,7 @@ def main():
                 "bitwise": bitwise[spec],
                 "sub": a.sub,
                 "b_dir": a.b_dir,
+                "b_host": a.b_host,
             }
         )
     if a.out:

@@ -51,6 +51,61 @@ def training_cases(name: str, fwd: Callable, inputs: tuple, grad_out: torch.Tens
     }
 
 
+class _Fixed(torch.autograd.Function):
+    """A Python node that returns gradients made in advance: the engine's cost of any Python Function."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, grads):
+        ctx._materialize_non_diff_grads = False
+        ctx.grads = grads
+        stats = x.new_empty(x.shape[0]), x.new_empty(x.shape[0])
+        ctx.mark_non_differentiable(*stats)
+        ctx.save_for_backward(x, w, *stats)
+        return torch.empty_like(x), *stats
+
+    @staticmethod
+    def backward(ctx, gy, gm, gr):
+        return (*ctx.grads, None)
+
+
+def engine_floors(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> Dict[str, Callable]:
+    """``torch.autograd.grad`` through nodes that launch nothing: a Python Function shaped like LayerNorm's (3 inputs, 3
+    outputs), and torch's own view node."""
+    leaves = [t.detach().clone().requires_grad_() for t in (x, w, b)]
+    fixed = _Fixed.apply(*leaves, (torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)))[0]
+    view = leaves[0].view_as(x)
+    return {
+        "floor python node": lambda: torch.autograd.grad(fixed, leaves, g, retain_graph=True),
+        "floor python node x only": lambda: torch.autograd.grad(fixed, leaves[:1], g, retain_graph=True),
+        "floor view node": lambda: torch.autograd.grad(view, leaves[:1], g, retain_graph=True),
+    }
+
+
+def ladder(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> Dict[str, Callable]:
+    """The norm backwards' host time taken apart, rung by rung: the autograd node's own ``apply`` (the Function's
+    backward without the engine), the backward op, and its launches into preallocated outputs."""
+    leaves = [t.detach().clone().requires_grad_() for t in (x, w, b)]
+    ln = K.layer_norm(*leaves, 1e-5)
+    rms = K.rms_norm(*leaves[:2], 1e-6)
+    _, mean, rstd = norms._layer_norm(x, w, b, 1e-5)
+    _, rstd_r = norms._rms_norm(x, w, 1e-6)
+    gx, gw, gb = torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
+    cases = {
+        "ladder layer_norm node.apply": lambda: ln.grad_fn.apply(g, None, None),
+        "ladder rms_norm node.apply": lambda: rms.grad_fn.apply(g, None),
+        "ladder rms_norm bwd op": lambda: norms.rms_norm_backward(g, x, w, rstd_r),
+        "ladder layer_norm launch": lambda: norms._launch_backward(
+            "kk_layer_norm_bwd", x, (g, x, w, mean, rstd), gx, (gw, gb), mean=mean, rstd=rstd
+        ),
+        "ladder rms_norm launch": lambda: norms._launch_backward(
+            "kk_rms_norm_bwd", x, (g, x, w, rstd_r, 0), gx, (gw,), rstd=rstd_r
+        ),
+        "ladder empty_like x3": lambda: (torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)),
+        **engine_floors(x, w, b, g),
+    }
+    return cases if x.is_cuda else {k: v for k, v in cases.items() if "launch" not in k}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--label", default="")
@@ -59,6 +114,12 @@ def main() -> None:
     ap.add_argument("--size", default="64x256", help="ROWSxCOLS")
     ap.add_argument("--ops", nargs="*", help="the ops to time (default: all)")
     ap.add_argument("--profile", help="a case to profile, e.g. 'kernelkit layer_norm bwd'")
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=200,
+        help="calls per timed batch (few at large sizes: a full launch queue waits on the GPU)",
+    )
     args = ap.parse_args()
     if args.device == "cpu":
         torch.cuda.synchronize = lambda: None
@@ -97,6 +158,7 @@ def main() -> None:
     y = K.softmax(x)
     cases["kernelkit layer_norm bwd op"] = lambda: norms.layer_norm_backward(g, x, w, mean, rstd)
     cases["kernelkit softmax bwd op"] = lambda: softmax.softmax_backward(g, y)
+    cases.update(ladder(x, w, b, g))
     if args.profile:
         for _ in range(50):  # compiles and torch's lazy imports happen on first calls, not in the profile
             cases[args.profile]()
@@ -108,7 +170,7 @@ def main() -> None:
         prof.disable()
         torch.cuda.synchronize()
         pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-    res = host_us(cases)
+    res = host_us(cases, n=args.batch)
     for name, (med, low) in res.items():
         print(f"{args.label:6s} {name:36s} median {med:7.2f} us  min {low:7.2f} us", flush=True)
     if args.out:

@@ -111,8 +111,20 @@ def instantiations():
     norms += [
         f"kk_add_rms_norm_fwd<{t}, false, {p}, 3, true>" for t, p in (("float", 4), ("__half", 2), ("__nv_bfloat16", 2))
     ]
-    # _SPLIT_FIXED: 16-bit LayerNorm on clusters of 2 to 8 CTAs fixed at compile time (2, 4 and 8 checked here)
-    norms += [f"kk_layer_norm_fwd<{t}, false, 4, 2, true, {c}>" for t in ("__half", "__nv_bfloat16") for c in (2, 4, 8)]
+    # _SPLIT_FIXED: clusters of 2 to 8 CTAs fixed at compile time (2, 4 and 8 checked here) for the 16-bit forwards at
+    # their split fits, and float32 LayerNorm at its two
+    fixed = [
+        f"{k}<{t}, false, 4, 2, true"
+        for k in ("kk_layer_norm_fwd", "kk_rms_norm_fwd")
+        for t in ("__half", "__nv_bfloat16")
+    ]
+    fixed += [
+        f"kk_add_rms_norm_fwd<{t}, false, {p}, {m}, true"
+        for t in ("__half", "__nv_bfloat16")
+        for p, m in ((2, 3), (4, 2))
+    ]
+    fixed += ["kk_layer_norm_fwd<float, false, 4, 2, true", "kk_layer_norm_fwd<float, false, 8, 1, true"]
+    norms += [f"{k}, {c}>" for k in fixed for c in (2, 4, 8)]
     norms += [f"kk_layer_norm_fwd<{t}, true, 2, 2>" for t in ("__half", "__nv_bfloat16")]  # _TAIL_FIT
     # backwards with _BWD_SPLIT_FIT's (SMEM, minimum blocks); double keeps (0, 1)
     ln = {"float": "1, true, 2", "double": "1, true, 0", "__half": "1, true, 0", "__nv_bfloat16": "1, true, 0"}

@@ -42,7 +42,7 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 // weights came from shared memory: float32 8192 x 65536 1141.9 -> 1112.8 us, bf16 598.8 -> 598.7, while its held
 // bf16 rows stayed 0.8-1.8% slower (h200-2026-11-23-s20/ab-ln-keep.json).
 constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc, kLnSplitLd = kk::kKeep, kLnWideLd = kk::kKeep;
-// The split 16-bit LayerNorm forward on a fixed geometry (kk_layer_norm_fwd's CTAS): blocks of kFixedThreads; kLnFmaOut
+// Split forwards on a fixed geometry (the kernels' CTAS): blocks of kFixedThreads; LayerNorm's kLnFmaOut
 // writes one-pass rows as fma(fma(x, rs, -mu * rs), w, b): 0.6-1.2% faster at 8192 x 65536 and 4096 x 131072, 16-bit
 // (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-fma2.json).
 constexpr int kFixedThreads = 512;
@@ -242,15 +242,17 @@ __device__ __forceinline__ void cached_tail_loop(const RowCache<W, T>& c, const 
 // ------------------------------------------------------------------------------------------------
 // RMSNorm forward (ADD: fused residual add). h = x (+ residual, rounded to T and stored to hout);
 // rs = rsqrt(sum(h^2)/cols + eps); y = round(h * rs * w) with the products in A.
-template <int NP, int W, bool ADD, bool TAIL, bool SPLIT, typename T>
+template <int NP, int W, bool ADD, bool TAIL, bool SPLIT, typename T, int CTAS = 0>
 __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __restrict__ res,
                                             const T* __restrict__ w, T* __restrict__ y, T* __restrict__ hout,
                                             acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
+  static_assert(CTAS == 0 || SPLIT, "a fixed geometry is a cluster's");
+  constexpr bool kFixed = CTAS > 0;  // as in ln_fwd_run
   __shared__ A sm[32];
-  kk::ClusterRowReduce<1, A, SPLIT> cs;
-  const int tx = row_thread<SPLIT>();
-  const long long R = row_threads<SPLIT>();
+  kk::ClusterRowReduce<1, A, SPLIT, kFixed ? kFixedThreads / 32 * CTAS : 0> cs;
+  const int tx = kFixed ? int(blockIdx.y) * kFixedThreads + int(threadIdx.x) : row_thread<SPLIT>();
+  const long long R = kFixed ? (long long)kFixedThreads * CTAS : row_threads<SPLIT>();
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
@@ -258,7 +260,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
   const auto params = SPLIT ? stage_params<1, NP, W>(wp, tx, R, cv) : ParamSlots<1, NP, W, T>{};
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
-    const bool act = row < rows;
+    const bool act = kFixed || row < rows;
     const long long off = act ? row * cols : 0;
     Vec<T, W> h[NP];
     A ss[1] = {A(0)};
@@ -1127,14 +1129,15 @@ template <bool TAIL, int NP, bool SPLIT> __device__ __forceinline__ void check_f
 
 // RMSNorm forward entry (ADD: fused residual add; res, hout nullptr otherwise): the 16-byte path when
 // cols % VEC == 0 and every T pointer is aligned, else scalar.
-template <int NP, bool ADD, bool TAIL, bool SPLIT, typename T>
+template <int NP, bool ADD, bool TAIL, bool SPLIT, typename T, int CTAS = 0>
 __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T* y, T* hout, kk::acc_t<T>* rstd,
                                         long long rows, long long cols, double eps) {
   if (kk::split_unsupported<SPLIT>()) return;
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
-    kk_norms::rms_fwd_run<NP, V, ADD, TAIL, SPLIT, T>(x, res, w, y, hout, rstd, rows, cols, eps);
+    if (CTAS && (blockDim.x != kk_norms::kFixedThreads || gridDim.y != CTAS)) __trap();
+    kk_norms::rms_fwd_run<NP, V, ADD, TAIL, SPLIT, T, CTAS>(x, res, w, y, hout, rstd, rows, cols, eps);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only
   } else {
@@ -1183,23 +1186,27 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   h only in float32 (2258.5 -> 2191.1 us; bf16 1105.8 against 1120.8 without). Held rows measured up to
 //   2.7% slower with it (float32 rms_norm 32768 x 8192), except the backwards with shared-memory slots (SMEM):
 //   float32 layer_norm_backward 32768 x 8192 842.7 -> 818.8 us, the others within 0.8%.
-template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false>
+//   CTAS > 0 (SPLIT): blocks of 512 threads in clusters of CTAS, fixed at compile time, as kk_layer_norm_fwd's
+//   (anything else traps). bf16 8192 x 65536 535.7 -> 526.0 us, bitwise equal (h200-2026-11-24-s27/ab-fixed-rms.json).
+template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
+          int CTAS = 0>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                 typename kk::Acc<T>::type* __restrict__ rstd, long long rows, long long cols, double eps) {
   if (rows <= 0 || cols <= 0) return;
-  rms_fwd<NP, false, TAIL, SPLIT, T>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
+  rms_fwd<NP, false, TAIL, SPLIT, T, CTAS>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
 }
 
 // Fused residual add + RMSNorm: h = round(x + residual) -> new_residual; y = rms_norm(h) (rounded h).
-// Launch: as kk_rms_norm_fwd.
-template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false>
+// Launch: as kk_rms_norm_fwd (CTAS included).
+template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
+          int CTAS = 0>
 __global__ void __launch_bounds__(512, MINB)
 kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, const T* __restrict__ w,
                     T* __restrict__ y, T* __restrict__ new_residual, typename kk::Acc<T>::type* __restrict__ rstd,
                     long long rows, long long cols, double eps) {
   if (rows <= 0 || cols <= 0) return;
-  rms_fwd<NP, true, TAIL, SPLIT, T>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
+  rms_fwd<NP, true, TAIL, SPLIT, T, CTAS>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
 }
 
 // LayerNorm forward: y = round((x - mean) * rstd * w + b); mean/rstd per row in A (each may be nullptr).
@@ -1209,7 +1216,8 @@ kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, con
 //   b packs; less traps). CTAS > 0 (SPLIT): blocks of 512 threads in clusters of CTAS, fixed at compile time (anything
 //   else traps): the pack addresses become immediate offsets from the row's, the row loop needs no bounds check per
 //   row, and the cluster reduction's gather unrolls. bf16 8192 x 65536 on an H200: 587.7 -> 549.5 us, float16 588.6
-//   -> 553.3, bitwise equal (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-fixed.json).
+//   -> 553.3, bitwise equal (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-fixed.json); float32 with kLnFmaOut
+//   1107.1 -> 1071.5 (h200-2026-11-24-s27/ab-fixed-rms.json).
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
           int CTAS = 0>
 __global__ void __launch_bounds__(512, MINB)

@@ -197,38 +197,58 @@ def test_split_forward_without_its_parameter_slots_fails_the_launch(launch_in_su
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
 @pytest.mark.parametrize("block, ctas", [(512, 2), (256, 4)], ids=["other-cluster", "other-block"])
-def test_split_forward_on_a_fixed_geometry_fails_another_launch(launch_in_subprocess, block, ctas):
-    """kk_layer_norm_fwd with CTAS = 4 is compiled for 512-thread blocks in clusters of 4: a launch of other clusters
+@pytest.mark.parametrize("name", ["kk_layer_norm_fwd", "kk_rms_norm_fwd"])
+def test_split_forward_on_a_fixed_geometry_fails_another_launch(launch_in_subprocess, name, block, ctas):
+    """A split forward with CTAS = 4 is compiled for 512-thread blocks in clusters of 4: a launch of other clusters
     or blocks fails with an error that names the kernel, where its own geometry runs and matches the general kernel:
-    the same statistics, and outputs within one bf16 ulp (its one-pass rows take fma(x, rs, -mu * rs))."""
-    expr = "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2, true, 4>"
-    general = "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2, true>"
+    the same statistics, and outputs within one bf16 ulp (LayerNorm's one-pass rows take fma(x, rs, -mu * rs))."""
+    expr = f"{name}<__nv_bfloat16, false, 4, 2, true, 4>"
+    general = f"{name}<__nv_bfloat16, false, 4, 2, true>"
+    ln = name == "kk_layer_norm_fwd"
     for launch, want in (((block, ctas), f"LAUNCH_ERROR kernel '{expr}' failed"), ((512, 4), "NO ERROR")):
         stdout, printed = launch_in_subprocess(f"""
             from kernelkit.ops._runtime import kernel
-            rows, cols, (threads, ctas) = 16, 65536, {launch}
+            rows, cols, (threads, ctas), ln = 16, 65536, {launch}, {ln}
             x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
             w, b = torch.randn(cols, device="cuda", dtype=x.dtype), torch.randn(cols, device="cuda", dtype=x.dtype)
             ys = [torch.empty_like(x) for _ in range(2)]
             stats = [torch.empty(rows, device="cuda") for _ in range(4)]
             for e, y, m, r in (("{general}", ys[0], *stats[:2]), ("{expr}", ys[1], *stats[2:])):
                 t = (512, 4) if e == "{general}" else (threads, ctas)
-                kernel("norms", e).launch((4, t[1]), (t[0], 1), (x, w, b, y, m, r, rows, cols, 1e-5), 2 * 4 * 16 * t[0],
-                                          cluster=(1, t[1], 1))
+                args = (x, w, b, y, m, r, rows, cols, 1e-5) if ln else (x, w, y, r, rows, cols, 1e-6)
+                smem = (2 if ln else 1) * 4 * 16 * t[0]
+                kernel("norms", e).launch((4, t[1]), (t[0], 1), args, smem, cluster=(1, t[1], 1))
             torch.cuda.synchronize()
-            assert torch.equal(stats[0], stats[2]) and torch.equal(stats[1], stats[3])
+            assert torch.equal(stats[1], stats[3]) and (not ln or torch.equal(stats[0], stats[2]))
             torch.testing.assert_close(ys[1], ys[0], rtol=2**-7, atol=1e-6)
         """)
         assert want in stdout, printed
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
-@pytest.mark.parametrize("cols, ctas", [(16392, 2), (40960, 3), (65536, 4), (131072, 8)])
-def test_split_layer_norm_forward_takes_its_fixed_geometry(cols, ctas):
-    """16-bit LayerNorm rows split over a cluster launch the kernel compiled for their cluster's CTAs."""
-    shape = norms._forward_shape("kk_layer_norm_fwd", torch.bfloat16, cols, 0, True)
-    assert shape.kernel.name == f"kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2, true, {ctas}>"
-    assert (shape.block, shape.ctas) == ((512, 1), ctas)
+@pytest.mark.parametrize(
+    "name, dtype, cols, kernel",
+    [
+        ("kk_layer_norm_fwd", torch.bfloat16, 16392, "__nv_bfloat16, false, 4, 2, true, 2"),
+        ("kk_layer_norm_fwd", torch.bfloat16, 40960, "__nv_bfloat16, false, 4, 2, true, 3"),
+        ("kk_layer_norm_fwd", torch.float16, 65536, "__half, false, 4, 2, true, 4"),
+        ("kk_layer_norm_fwd", torch.bfloat16, 131072, "__nv_bfloat16, false, 4, 2, true, 8"),
+        ("kk_layer_norm_fwd", torch.float32, 16392, "float, false, 4, 2, true, 3"),
+        ("kk_layer_norm_fwd", torch.float32, 131072, "float, false, 8, 1, true, 8"),
+        ("kk_rms_norm_fwd", torch.bfloat16, 16392, "__nv_bfloat16, false, 4, 2, true, 2"),
+        ("kk_rms_norm_fwd", torch.float16, 65536, "__half, false, 4, 2, true, 4"),
+        ("kk_add_rms_norm_fwd", torch.bfloat16, 65536, "__nv_bfloat16, false, 2, 3, true, 8"),
+        ("kk_add_rms_norm_fwd", torch.bfloat16, 131072, "__nv_bfloat16, false, 4, 2, true, 8"),
+    ],
+)
+def test_split_forward_takes_its_fixed_geometry(name, dtype, cols, kernel):
+    """Rows split over a cluster of 512-thread CTAs launch the kernel compiled for their cluster's CTAs (_SPLIT_FIXED)
+    at each split fit; float32 RMSNorm keeps the general kernel."""
+    shape = norms._forward_shape(name, dtype, cols, 0, True)
+    assert shape.kernel.name == f"{name}<{kernel}>"
+    assert (shape.block, shape.ctas) == ((512, 1), int(kernel.rsplit(", ", 1)[1]))
+    general = norms._forward_shape("kk_rms_norm_fwd", torch.float32, 65536, 0, True)
+    assert general.kernel.name == "kk_rms_norm_fwd<float, false, 8, 2, true>"
 
 
 def backward_agrees_with_cpu(name: str, dtype: torch.dtype, rows: int, cols: int) -> None:

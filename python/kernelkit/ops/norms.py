@@ -93,8 +93,15 @@ _SPLIT_FITS = {
     **{("kk_add_rms_norm_fwd", t): [(4, 3) if t == _F32 else (2, 3), (_FWD_PACKS[t], 2)] for t in (_F32, *_B16)},
     ("kk_layer_norm_fwd", _F32): [(4, 2), (8, 1)],
 }
-# Split kernels launched with their cluster's CTAs fixed at compile time (kernels/norms.cu kk_layer_norm_fwd's CTAS).
-_SPLIT_FIXED = {("kk_layer_norm_fwd", t) for t in _B16}
+# Split kernels launched with their cluster's CTAs fixed at compile time where the CTAs have 512 threads
+# (kernels/norms.cu CTAS). Against the same kernels without, on an H200 (bench/ab_source.py,
+# h200-2026-11-23-s26/ab-ln-fixed.json, h200-2026-11-24-s27/ab-fixed-rms.json): 16-bit LayerNorm 8192 x 65536
+# 587.7 -> 549.5 us; RMSNorm 535.7 -> 526.0, 4096 x 131072 545.9 -> 533.3; add_rms_norm 1055.3 -> 1048.3; float32
+# LayerNorm 1107.1 -> 1071.5, 4096 x 131072 1198.3 -> 1167.8. float32 RMSNorm and add_rms_norm measured within 0.2%
+# and stay on the general kernels.
+_SPLIT_FIXED = {(k, t) for k in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd") for t in _B16} | {
+    ("kk_layer_norm_fwd", _F32)
+}
 # 16-bit LayerNorm rows too long to split over 8 CTAs (16-byte path): one block per row with 2 packs per thread at
 # 2 blocks per SM, the tail cached in shared memory for the later passes (kernels/norms.cu RowCache). At 65536
 # columns the cache had beaten the split (838 -> 739 us, h200-2026-11-22-s11) until the row sums crossed the
