@@ -144,6 +144,9 @@ def instantiations():
     # ... and the split ones (_BWD_BULK_SPLIT: stages, rows per reduction)
     split_bulk = (("kk_layer_norm_bwd", 5, 2), ("kk_rms_norm_bwd", 6, 1))
     norms += [f"{k}_bulk<{t}, 512, 1, {s}, true, {r}>" for k, s, r in split_bulk for t in b16]
+    norms += [
+        f"kk_layer_norm_bwd_bulk<{t}, 512, 1, 5, true, 2, {c}>" for t in b16 for c in (2, 4, 8)
+    ]  # _BWD_SPLIT_FIXED
     sm = [
         f"{k}<{t}>"
         for k in ("kk_softmax_fwd", "kk_softmax_bwd", "kk_cross_entropy_fwd", "kk_cross_entropy_bwd")
@@ -162,6 +165,9 @@ def instantiations():
     sm += ["kk_softmax_fwd<float, 2, 8, 512, true, true>", "kk_softmax_bwd<float, 4, 2, 512, true, true>"]
     sm += [f"kk_softmax_fwd<{t}, 2, 8, 512, true, true>" for t in ("__half", "__nv_bfloat16")]
     sm += [f"kk_softmax_bwd<{t}, 4, 2, 512, true, true>" for t in ("__half", "__nv_bfloat16")]
+    # ... on clusters fixed at compile time (2, 4 and 8 CTAs checked here)
+    split_sm = [s[:-1] for s in sm if s.endswith("512, true, true>")]
+    sm += [f"{s}, {c}>" for s in split_sm for c in (2, 4, 8)]
     act = [f"{k}<{t}>" for k in ("kk_swiglu_fwd", "kk_swiglu_bwd") for t in TYPES]
     act += [f"kk_rope<{t}, {b}>" for t in TYPES for b in (0, 1)]
     return {

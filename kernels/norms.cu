@@ -907,7 +907,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 // K rows share one reduction (their sums travel together): at one 512-thread CTA per SM, a split row's cluster
 // reduction is a round trip no other block overlaps, and K = 2 halves them (bf16 LayerNorm 8192 x 65536 965 -> 838 us
 // at six stages, h200-2026-11-23-s25/split-bulk2.log); rows one block holds measured slower at K = 2.
-template <bool LN, int S, bool SPLIT, int K, typename T>
+template <bool LN, int S, bool SPLIT, int K, typename T, int CTAS = 0>
 __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, const T* __restrict__ x,
                                                 const T* __restrict__ w, const float* __restrict__ mean,
                                                 const float* __restrict__ rstd, T* __restrict__ gx,
@@ -917,11 +917,14 @@ __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, cons
   constexpr int W = kk::kVec<T>, NP = 2, NS = LN ? 2 : 1, N = NS * K;
   static_assert(N <= 4, "one reduction carries at most 4 sums (one st.async of 4 words when SPLIT)");
   using P = Vec<T, W>;
-  kk::ClusterRowReduce<N, float, SPLIT> cs;  // SPLIT: initialized across the cluster before any row
+  static_assert(CTAS == 0 || SPLIT, "a fixed geometry is a cluster's");
+  // SPLIT: initialized across the cluster before any row; CTAS > 0: its blocks of kFixedThreads fixed at compile time
+  kk::ClusterRowReduce<N, float, SPLIT, CTAS ? kFixedThreads / 32 * CTAS : 0> cs;
   extern __shared__ uint4 kk_norms_dyn[];
   __shared__ unsigned long long bars[S];
   __shared__ float red[2 * N * 32];  // two alternating buffers of the warps' row sums
-  const int tx = threadIdx.x, R = blockDim.x, lane = tx & 31, warp = tx >> 5, nw = R >> 5;
+  if (CTAS && (blockDim.x != kFixedThreads || gridDim.y != CTAS)) __trap();
+  const int tx = threadIdx.x, R = CTAS ? kFixedThreads : int(blockDim.x), lane = tx & 31, warp = tx >> 5, nw = R >> 5;
   const int cv = cols / W;
   const int p0 = SPLIT ? NP * R * int(blockIdx.y) : 0;  // the block's first pack
   // The block's bytes of a row per tensor: a whole row, or (SPLIT) up to NP * R packs from p0.
@@ -1342,7 +1345,7 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
 //   all; the resident blocks are fastest). Without SPLIT the grid may be clusters of (P, 1, 1): their blocks add up their
 //   sums into partial row b / P (G / P rows; the stages must then hold 64 * R bytes, 32 * R for RMSNorm).
 //   rows_per_chunk is not read: the signature is kk_layer_norm_bwd's, so that the host launches both alike.
-template <typename T, int NT, int MINB, int S, bool SPLIT, int K>
+template <typename T, int NT, int MINB, int S, bool SPLIT, int K, int CTAS = 0>
 __global__ void __launch_bounds__(NT, MINB)
 kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                        const float* __restrict__ mean, const float* __restrict__ rstd, T* __restrict__ gx,
@@ -1355,13 +1358,14 @@ kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const 
   if (cols % kk::kVec<T> != 0 || cols > 2LL * kk::kVec<T> * NT * (SPLIT ? gridDim.y : 1) ||
       !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
     __trap();
-  kk_norms::norm_bwd_bulk_run<true, S, SPLIT, K>(gy, x, w, mean, rstd, gx, partial_w, partial_b, rows, int(cols));
+  kk_norms::norm_bwd_bulk_run<true, S, SPLIT, K, T, CTAS>(gy, x, w, mean, rstd, gx, partial_w, partial_b, rows,
+                                                          int(cols));
 }
 
 // RMSNorm backward of 16-bit rows that one block (SPLIT: one cluster) of at most NT threads holds, their x and gy
 // brought by bulk copies as in kk_layer_norm_bwd_bulk. Results and partials as kk_rms_norm_bwd's without g_extra (which
 // must be nullptr). Launch: as kk_layer_norm_bwd_bulk.
-template <typename T, int NT, int MINB, int S, bool SPLIT, int K>
+template <typename T, int NT, int MINB, int S, bool SPLIT, int K, int CTAS = 0>
 __global__ void __launch_bounds__(NT, MINB)
 kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                      const float* __restrict__ rstd, const T* __restrict__ g_extra, T* __restrict__ gx,
@@ -1373,5 +1377,6 @@ kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T*
   if (g_extra != nullptr || cols % kk::kVec<T> != 0 || cols > 2LL * kk::kVec<T> * NT * (SPLIT ? gridDim.y : 1) ||
       !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
     __trap();
-  kk_norms::norm_bwd_bulk_run<false, S, SPLIT, K>(gy, x, w, nullptr, rstd, gx, partial, nullptr, rows, int(cols));
+  kk_norms::norm_bwd_bulk_run<false, S, SPLIT, K, T, CTAS>(gy, x, w, nullptr, rstd, gx, partial, nullptr, rows,
+                                                           int(cols));
 }

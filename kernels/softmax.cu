@@ -217,10 +217,10 @@ __device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<
 // memory, else global/L2) and writes y. Each pack is read and written by the same thread only, so y == x
 // (exact in place) is safe. STREAM = false: no streamed part (the caller guarantees nv <= RP * nt), which
 // leaves the registers of the streaming loops to more blocks per SM.
-template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false>
+template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false, int PARTS = 0>
 __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity,
-                                        kk::ClusterRowReduce<2, acc_t<T>, SPLIT>* cluster = nullptr) {
+                                        kk::ClusterRowReduce<2, acc_t<T>, SPLIT, PARTS>* cluster = nullptr) {
   using A = acc_t<T>;
   Vec<T, W> v[RP];
 #pragma unroll
@@ -358,10 +358,10 @@ __device__ __forceinline__ Vec<T, W> bwd_out(const Vec<T, W>& g, const Vec<T, W>
   return kk::acc_to_vec<T, W>(o);
 }
 
-template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false>
+template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false, int PARTS = 0>
 __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity,
-                                        kk::ClusterRowReduce<1, acc_t<T>, SPLIT>* cluster = nullptr) {
+                                        kk::ClusterRowReduce<1, acc_t<T>, SPLIT, PARTS>* cluster = nullptr) {
   using A = acc_t<T>;
   Vec<T, W> vg[RP], vy[RP];
 #pragma unroll
@@ -721,12 +721,19 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
 // kernel traps where nv > RP * nt). The row's N values are reduced over every warp of the cluster
 // (kk::ClusterRowReduce). Clusters loop over rows:
 // row(offset of the row's first element, nv, ti, nt, parity, the cluster's ClusterRowReduce).
-template <int N, typename T, int W, int RP, class Row>
+// CTAS > 0: blocks of kFixedThreads in clusters of CTAS, fixed at compile time (anything else traps), so that nt is a
+// constant in the inlined row: pack offsets become immediates and the cluster reduction's gather unrolls.
+constexpr int kFixedThreads = 512;
+template <int CTAS> constexpr int kSplitParts = CTAS ? kFixedThreads / 32 * CTAS : 0;  // the cluster's warps
+template <int N, typename A, int CTAS> using SplitReduce = kk::ClusterRowReduce<N, A, true, kSplitParts<CTAS>>;
+template <int N, typename T, int W, int RP, int CTAS = 0, class Row>
 __device__ __forceinline__ void split_rows(long long rows, long long cols, Row&& row) {
   using A = acc_t<T>;
-  kk::ClusterRowReduce<N, A, true> cluster;
+  SplitReduce<N, A, CTAS> cluster;
   const long long nv = cols / W;
-  const int nt = (int)kk::row_threads<true>(), ti = kk::row_thread<true>();
+  if (CTAS && (blockDim.x != kFixedThreads || gridDim.y != CTAS)) __trap();
+  const int nt = CTAS ? kFixedThreads * CTAS : (int)kk::row_threads<true>();
+  const int ti = CTAS ? int(blockIdx.y) * kFixedThreads + int(threadIdx.x) : kk::row_thread<true>();
   if (nv > RP * (long long)nt) __trap();
   int parity = 0;
 #pragma unroll 1
@@ -734,20 +741,20 @@ __device__ __forceinline__ void split_rows(long long rows, long long cols, Row&&
   cluster.finish();
 }
 
-template <typename T, int W, int RP>
+template <typename T, int W, int RP, int CTAS>
 __device__ __forceinline__ void softmax_fwd_split(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
-  split_rows<2, T, W, RP>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
-                                          kk::ClusterRowReduce<2, acc_t<T>, true>& cluster) {
-    fwd_row<T, W, true, RP, false, true>(x + o, y + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
+  split_rows<2, T, W, RP, CTAS>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
+                                                SplitReduce<2, acc_t<T>, CTAS>& cluster) {
+    fwd_row<T, W, true, RP, false, true, kSplitParts<CTAS>>(x + o, y + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
   });
 }
 
-template <typename T, int W, int RP>
+template <typename T, int W, int RP, int CTAS>
 __device__ __forceinline__ void softmax_bwd_split(const T* gy, const T* y, T* gx, long long rows, long long cols,
                                                   acc_t<T>* red) {
-  split_rows<1, T, W, RP>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
-                                          kk::ClusterRowReduce<1, acc_t<T>, true>& cluster) {
-    bwd_row<T, W, true, RP, false, true>(gy + o, y + o, gx + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
+  split_rows<1, T, W, RP, CTAS>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
+                                                SplitReduce<1, acc_t<T>, CTAS>& cluster) {
+    bwd_row<T, W, true, RP, false, true, kSplitParts<CTAS>>(gy + o, y + o, gx + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
   });
 }
 
@@ -779,7 +786,7 @@ __device__ __forceinline__ void check_block() {
 // RP: register packs per thread (default 4). MAXT, MINB:
 // __launch_bounds__(MAXT, MINB), which caps registers at 65536 / (MAXT * MINB) (float32 with (512, 2) runs twice
 // the blocks per SM without spilling, 91-93% of copy against 70% at 4096-8192 columns).
-template <typename T, int MINB = 1, int RP = 4, int MAXT = 512, bool HELD = false, bool SPLIT = false>
+template <typename T, int MINB = 1, int RP = 4, int MAXT = 512, bool HELD = false, bool SPLIT = false, int CTAS = 0>
 __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, long long rows, long long cols) {
   using A = typename kk::Acc<T>::type;
   __shared__ A red[2 * 32 * 2];
@@ -790,7 +797,7 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, l
   kk::check_split<SPLIT>();
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(y))) {
-    if constexpr (SPLIT) kk_sm::softmax_fwd_split<T, V, RP>(x, y, rows, cols, red);
+    if constexpr (SPLIT) kk_sm::softmax_fwd_split<T, V, RP, CTAS>(x, y, rows, cols, red);
     else kk_sm::softmax_fwd_run<T, V, RP, HELD>(x, y, rows, cols, red);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only
@@ -808,7 +815,7 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, l
 //   HELD = true: as kk_softmax_fwd's. Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 2 with
 //                  MINB 2, float32 RP 8 (102-104% of copy at 4096 and 8192 columns).
 //   SPLIT = true: as kk_softmax_fwd's.
-template <typename T, int RP = 2, int MINB = 1, int MAXT = 512, bool HELD = false, bool SPLIT = false>
+template <typename T, int RP = 2, int MINB = 1, int MAXT = 512, bool HELD = false, bool SPLIT = false, int CTAS = 0>
 __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const T* y, T* gx, long long rows,
                                                               long long cols) {
   using A = typename kk::Acc<T>::type;
@@ -820,7 +827,7 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const 
   kk::check_split<SPLIT>();
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(y) | kk::addr(gx))) {
-    if constexpr (SPLIT) kk_sm::softmax_bwd_split<T, V, RP>(gy, y, gx, rows, cols, red);
+    if constexpr (SPLIT) kk_sm::softmax_bwd_split<T, V, RP, CTAS>(gy, y, gx, rows, cols, red);
     else kk_sm::softmax_bwd_run<T, V, RP, HELD>(gy, y, gx, rows, cols, red);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only

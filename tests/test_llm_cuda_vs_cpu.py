@@ -251,6 +251,43 @@ def test_split_forward_takes_its_fixed_geometry(name, dtype, cols, kernel):
     assert general.kernel.name == "kk_rms_norm_fwd<float, false, 8, 2, true>"
 
 
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_split_softmax_and_layer_norm_backward_take_their_fixed_geometry(dtype):
+    """Softmax rows split over a cluster, and the 16-bit LayerNorm backward's bulk split rows, launch the kernels
+    compiled for their cluster's CTAs (kernels/softmax.cu split_rows' CTAS; ops/norms.py _BWD_SPLIT_FIXED)."""
+    for name in ("kk_softmax_fwd", "kk_softmax_bwd"):
+        shape = _softmax_shape(name, dtype, 65536, 0, True)
+        assert shape.kernel.name.endswith(f", 512, true, true, {shape.ctas}>"), shape.kernel.name
+        assert shape.block == (512, 1)
+    if dtype != torch.float32:
+        shape, _ = norms._backward_shape("kk_layer_norm_bwd", dtype, 65536, 0, True, False)
+        assert shape.kernel.name == "kk_layer_norm_bwd_bulk<__nv_bfloat16, 512, 1, 5, true, 2, 8>"
+        shape, _ = norms._backward_shape("kk_rms_norm_bwd", dtype, 65536, 0, True, False)
+        assert shape.kernel.name == "kk_rms_norm_bwd_bulk<__nv_bfloat16, 512, 1, 6, true, 1>"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
+@pytest.mark.parametrize("block, ctas", [(512, 4), (256, 2)], ids=["other-cluster", "other-block"])
+def test_split_softmax_on_a_fixed_geometry_fails_another_launch(launch_in_subprocess, block, ctas):
+    """kk_softmax_fwd with CTAS = 2 runs on 512-thread blocks in clusters of 2 only, bitwise as the general kernel."""
+    expr = "kk_softmax_fwd<__nv_bfloat16, 2, 8, 512, true, true, 2>"
+    general = "kk_softmax_fwd<__nv_bfloat16, 2, 8, 512, true, true>"
+    for launch, want in (((block, ctas), f"LAUNCH_ERROR kernel '{expr}' failed"), ((512, 2), "NO ERROR")):
+        stdout, printed = launch_in_subprocess(f"""
+            from kernelkit.ops._runtime import kernel
+            rows, cols, (threads, ctas) = 16, 65536, {launch}
+            x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+            ys = [torch.empty_like(x) for _ in range(2)]
+            for e, y in (("{general}", ys[0]), ("{expr}", ys[1])):
+                t = (512, 2) if e == "{general}" else (threads, ctas)
+                kernel("softmax", e).launch((4, t[1]), (t[0], 1), (x, y, rows, cols), 0, cluster=(1, t[1], 1))
+            torch.cuda.synchronize()
+            assert torch.equal(ys[0], ys[1])
+        """)
+        assert want in stdout, printed
+
+
 def backward_agrees_with_cpu(name: str, dtype: torch.dtype, rows: int, cols: int) -> None:
     """LayerNorm's (name kk_layer_norm_bwd) or RMSNorm's backward of random rows, one of them constant (LayerNorm's
     x == mean, so xhat is exactly 0), agrees with the CPU and is bitwise the same across runs."""

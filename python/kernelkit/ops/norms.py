@@ -163,6 +163,10 @@ _BWD_BULK_PAIR = 2  # blocks per cluster adding up their weight-gradient sums (a
 # us, float16 962.1 -> 799.0 (at K = 1 954.8 and 920.8: one reduction per row, which no other CTA on the SM overlaps,
 # had bound it), 16384 x 16384 bf16 450.8 -> 424.4; RMSNorm bf16 822.7 -> 801.0 (K = 2 and 4: 810-812).
 _BWD_BULK_SPLIT = {"kk_layer_norm_bwd": (5, 2), "kk_rms_norm_bwd": (6, 1)}
+# Of those, the kernels launched on a compile-time geometry (as _SPLIT_FIXED): LayerNorm bf16 8192 x 65536 838.0 ->
+# 816.8 us, float16 828.3 -> 810.8; RMSNorm measured 0.7% slower there, 1.6% at 8192 x 32768
+# (h200-2026-11-24-s27/ab-fixed-bulk-bwd.json).
+_BWD_SPLIT_FIXED = {"kk_layer_norm_bwd"}
 
 
 def split_param_bytes(name: str, packs: int) -> int:
@@ -254,7 +258,8 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
     if tail and vec and name in _BWD_BULK_SPLIT and not extra and dtype in _B16:
         stages, k = _BWD_BULK_SPLIT[name]
         e = f"{name}_bulk<{CTYPE[dtype]}, 512, 1, {stages}, true, {k}>"
-        split = split_shape("norms", e, packs, dtype, cols, dev, 2 * stages * packs * 16)
+        fixed = name in _BWD_SPLIT_FIXED
+        split = split_shape("norms", e, packs, dtype, cols, dev, 2 * stages * packs * 16, fixed)
         if split:
             return split, column_sum
     if tail and vec:

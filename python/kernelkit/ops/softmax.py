@@ -61,6 +61,10 @@ _SPLIT = {
     ("kk_softmax_bwd", 2): (4, 2),
     ("kk_softmax_bwd", 4): (4, 2),
 }
+# Split rows take the kernels compiled for their cluster's CTAs where those have 512 threads (kernels/softmax.cu
+# split_rows' CTAS). Against the same kernels without, on an H200 (bench/ab_source.py,
+# h200-2026-11-24-s27/ab-fixed-softmax.json): bf16 forward 4096 x 131072 617.0 -> 604.8 us; at 8192 x 65536 float32
+# forward 1056.4 -> 1051.3, bf16 backward 763.8 -> 759.7, the bf16 forward and float32 backward within 0.1%.
 # Longer rows keep `packs` packs per thread in registers and cache the rest of the row in shared memory, up
 # to the device's limit, so the second pass over it does not go back to L2 or DRAM. Forward: small blocks
 # (fewer warps per row reduction), float32 compiled for two blocks per SM (MINB) (bench/sweep_rows.py).
@@ -82,10 +86,10 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: b
         if packs * threads <= nv <= packs * 512 and nv > packs * 32:
             k = kernel("softmax", f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true>")
             return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62)
-    if vector and (name, dtype.itemsize) in _SPLIT:
+    if vector and (name, dtype.itemsize) in _SPLIT and nv > _SPLIT[name, dtype.itemsize][0] * 512:
         packs, minb = _SPLIT[name, dtype.itemsize]
         expr = f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true, true>"
-        split = split_shape("softmax", expr, packs, dtype, cols, dev) if nv > packs * 512 else None
+        split = split_shape("softmax", expr, packs, dtype, cols, dev, fixed_geometry=True)
         if split:
             return split
     if name == "kk_softmax_bwd":
