@@ -144,9 +144,13 @@ def instantiations():
     # ... and the split ones (_BWD_BULK_SPLIT: stages, rows per reduction)
     split_bulk = (("kk_layer_norm_bwd", 5, 2), ("kk_rms_norm_bwd", 6, 1))
     norms += [f"{k}_bulk<{t}, 512, 1, {s}, true, {r}>" for k, s, r in split_bulk for t in b16]
-    norms += [
-        f"kk_layer_norm_bwd_bulk<{t}, 512, 1, 5, true, 2, {c}>" for t in b16 for c in (2, 4, 8)
-    ]  # _BWD_SPLIT_FIXED
+    # ... on clusters fixed at compile time (_BWD_SPLIT_FIXED)
+    norms += [f"kk_layer_norm_bwd_bulk<{t}, 512, 1, 5, true, 2, {c}>" for t in b16 for c in (2, 4, 8)]
+    # rows too wide for a cluster (ops/norms.py _segmented_shape; not float64, which keeps the streamed tail)
+    seg_types = ("float", "__half", "__nv_bfloat16")
+    norms += [f"kk_norm_bwd_seg_sums<{t}, {ln}>" for t in seg_types for ln in ("true", "false")]
+    norms += [f"kk_norm_bwd_seg<{t}, {a}>" for t in seg_types for a in ("true, false", "false, false", "false, true")]
+    norms += [f"kk_norm_bwd_seg_rows<float, {n}>" for n in (1, 2)]
     sm = [
         f"{k}<{t}>"
         for k in ("kk_softmax_fwd", "kk_softmax_bwd", "kk_cross_entropy_fwd", "kk_cross_entropy_bwd")

@@ -1380,3 +1380,163 @@ kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T*
   kk_norms::norm_bwd_bulk_run<false, S, SPLIT, K, T, CTAS>(gy, x, w, nullptr, rstd, gx, partial, nullptr, rows,
                                                            int(cols));
 }
+
+// ------------------------------------------------------------------------------------------------
+// Backward of rows too wide for a cluster to hold (beyond the split kernels' 8 CTAs; the 16-byte path), in column
+// segments of kSegPacks packs for each of kSegThreads threads. Three launches over a grid (segments, chunks of rows),
+// then kk_column_sum over the chunks as for the other backwards:
+//   kk_norm_bwd_seg_sums: each segment's row sums (LayerNorm {sum g, sum g*(x - mu)}, RMSNorm {sum g*x}) -> part;
+//   kk_norm_bwd_seg_rows: per row, those sums over its segments in segment order, as c1, c2 of norm_bwd_run -> tot;
+//   kk_norm_bwd_seg:      gx of the segment's columns for the chunk's rows, and the columns' weight (LayerNorm: and
+//                         bias) gradient sums over those rows in registers -> pw (pb) row `chunk`.
+// x and gy are read twice and gx written once. The streamed-tail kernels, which these replace there, added each tail
+// element's gradient terms into the chunk's partial rows in global memory for every row: at 4096 x 131072 bf16
+// LayerNorm took 9973 us against torch.compile's 1949 (h200-2026-11-24-s27/wide.log).
+// Launch (all three): block (kSegThreads, 1); grid (S, C) with S = ceil(cols / (VEC * kSegPacks * kSegThreads)) and
+// C chunks of rows_per_chunk rows; cols % VEC == 0 and every pointer 16-byte aligned (anything else traps).
+// part holds rows * S * NS values and tot rows * NS (NS = 2 for LayerNorm, else 1); mean is nullptr for RMSNorm,
+// g_extra nullptr unless EXTRA (add_rms_norm: added to gx).
+namespace kk_norms {
+constexpr int kSegThreads = 256, kSegPacks = 2;
+
+template <typename T>
+__device__ __forceinline__ void seg_check(long long cols, long long segs, unsigned long long ptrs) {
+  constexpr int W = kk::kVec<T>;
+  if (cols % W != 0 || !kk::aligned16(ptrs) || blockDim.x != kSegThreads || blockDim.y != 1 || gridDim.z != 1 ||
+      segs * kSegPacks * kSegThreads * W < cols)
+    __trap();
+}
+
+// The float weights of this thread's packs in segment blockIdx.x (0 beyond the row).
+template <typename T, int W = kk::kVec<T>>
+__device__ __forceinline__ void seg_weights(const T* w, long long cv, acc_t<T> (&wf)[kSegPacks][W]) {
+#pragma unroll
+  for (int k = 0; k < kSegPacks; ++k) {
+    const long long p = ((long long)blockIdx.x * kSegPacks + k) * kSegThreads + threadIdx.x;
+    kk::vec_to_acc(kk::load_vec_if<W, kk::kNc>(w + p * W, p < cv), wf[k]);
+  }
+}
+}  // namespace kk_norms
+
+template <typename T, bool LN>
+__global__ void __launch_bounds__(kk_norms::kSegThreads)
+kk_norm_bwd_seg_sums(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
+                     const typename kk::Acc<T>::type* __restrict__ mean,
+                     const typename kk::Acc<T>::type* __restrict__ rstd, typename kk::Acc<T>::type* __restrict__ part,
+                     long long rows, long long cols, long long rows_per_chunk) {
+  using namespace kk_norms;
+  using A = acc_t<T>;
+  constexpr int W = kk::kVec<T>, NS = LN ? 2 : 1;
+  __shared__ A sm[NS * 32];
+  const long long cv = cols / W, segs = gridDim.x;
+  seg_check<T>(cols, segs, kk::addr(gy) | kk::addr(x) | kk::addr(w));
+  A wf[kSegPacks][W];
+  seg_weights<T>(w, cv, wf);
+  const long long r0 = blockIdx.y * rows_per_chunk, r1 = kk::min_ll(rows, r0 + rows_per_chunk);
+#pragma unroll 1
+  for (long long row = r0; row < r1; ++row) {
+    const A mu = LN ? mean[row] : A(0);
+    A s[NS];
+#pragma unroll
+    for (int i = 0; i < NS; ++i) s[i] = A(0);
+#pragma unroll
+    for (int k = 0; k < kSegPacks; ++k) {
+      const long long p = ((long long)blockIdx.x * kSegPacks + k) * kSegThreads + threadIdx.x;
+      if (p < cv) {
+        const Vec<T, W> gv = load_vec<W, kk::kNc>(gy + row * cols + p * W);
+        const Vec<T, W> xv = load_vec<W, kk::kNc>(x + row * cols + p * W);
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const A g = kk::acc_at(gv, j) * wf[k][j];
+          if constexpr (LN) s[0] += g;
+          s[NS - 1] = kk::fma_acc(g, kk::acc_at(xv, j) - mu, s[NS - 1]);
+        }
+      }
+    }
+    block_row_sum(s, sm);
+    if (threadIdx.x == 0)
+#pragma unroll
+      for (int i = 0; i < NS; ++i) part[(row * segs + blockIdx.x) * NS + i] = s[i];
+  }
+}
+
+// tot[row * NS + i]: c1 = sum(g) / cols (LayerNorm), c2 = rstd * sum(g * (x - mu)) / cols, from the segments' sums in
+// segment order (deterministic). Launch: one thread per row, any 1-D grid covering the rows.
+template <typename A, int NS>
+__global__ void kk_norm_bwd_seg_rows(const A* __restrict__ part, const A* __restrict__ rstd, A* __restrict__ tot,
+                                     long long rows, long long segs, long long cols) {
+  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  A s[NS];
+#pragma unroll
+  for (int i = 0; i < NS; ++i) s[i] = A(0);
+  for (long long q = 0; q < segs; ++q)
+#pragma unroll
+    for (int i = 0; i < NS; ++i) s[i] += part[(row * segs + q) * NS + i];
+  if constexpr (NS == 2) tot[row * NS] = s[0] / A(cols);
+  tot[row * NS + NS - 1] = rstd[row] * s[NS - 1] / A(cols);
+}
+
+template <typename T, bool LN, bool EXTRA>
+__global__ void __launch_bounds__(kk_norms::kSegThreads)
+kk_norm_bwd_seg(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
+                const typename kk::Acc<T>::type* __restrict__ mean, const typename kk::Acc<T>::type* __restrict__ rstd,
+                const typename kk::Acc<T>::type* __restrict__ tot, const T* __restrict__ g_extra, T* __restrict__ gx,
+                typename kk::Acc<T>::type* __restrict__ pw, typename kk::Acc<T>::type* __restrict__ pb, long long rows,
+                long long cols, long long rows_per_chunk) {
+  using namespace kk_norms;
+  using A = acc_t<T>;
+  constexpr int W = kk::kVec<T>, NS = LN ? 2 : 1;
+  kk::pdl_trigger();  // kk_column_sum, launched dependent, may be scheduled now; it waits for this grid
+  const long long cv = cols / W;
+  seg_check<T>(cols, gridDim.x, kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx));
+  if (EXTRA != (g_extra != nullptr)) __trap();
+  A wf[kSegPacks][W], aw[kSegPacks][W], ab[LN ? kSegPacks : 1][W];
+  seg_weights<T>(w, cv, wf);
+#pragma unroll
+  for (int k = 0; k < kSegPacks; ++k)
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+      aw[k][j] = A(0);
+      if constexpr (LN) ab[k][j] = A(0);
+    }
+  const long long r0 = blockIdx.y * rows_per_chunk, r1 = kk::min_ll(rows, r0 + rows_per_chunk);
+#pragma unroll 1
+  for (long long row = r0; row < r1; ++row) {
+    const A rs = rstd[row], mu = LN ? mean[row] : A(0);
+    const A c1 = LN ? tot[row * NS] : A(0), c2 = tot[row * NS + NS - 1];
+#pragma unroll
+    for (int k = 0; k < kSegPacks; ++k) {
+      const long long p = ((long long)blockIdx.x * kSegPacks + k) * kSegThreads + threadIdx.x;
+      if (p < cv) {
+        const long long at = row * cols + p * W;
+        const Vec<T, W> gv = load_vec<W, kk::kNc>(gy + at), xv = load_vec<W, kk::kNc>(x + at);
+        A e[W], o[W];
+        if constexpr (EXTRA) kk::vec_to_acc(load_vec<W, kk::kNc>(g_extra + at), e);
+        else
+#pragma unroll
+          for (int j = 0; j < W; ++j) e[j] = A(0);
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const A dy = kk::acc_at(gv, j);
+          const A xh = (kk::acc_at(xv, j) - mu) * rs;
+          o[j] = kk::fma_acc(rs, dy * wf[k][j] - c1 - xh * c2, e[j]);
+          aw[k][j] = kk::fma_acc(dy, xh, aw[k][j]);
+          if constexpr (LN) ab[k][j] += dy;
+        }
+        store_vec<W>(gx + at, kk::acc_to_vec<T, W>(o));
+      }
+    }
+  }
+  // Chunks without rows (past the end) write zeros, which kk_column_sum adds like any other chunk.
+#pragma unroll
+  for (int k = 0; k < kSegPacks; ++k) {
+    const long long p = ((long long)blockIdx.x * kSegPacks + k) * kSegThreads + threadIdx.x;
+    if (p < cv)
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        pw[blockIdx.y * cols + p * W + j] = aw[k][j];
+        if constexpr (LN) pb[blockIdx.y * cols + p * W + j] = ab[LN ? k : 0][j];
+      }
+  }
+}

@@ -307,6 +307,25 @@ def backward_agrees_with_cpu(name: str, dtype: torch.dtype, rows: int, cols: int
     assert all(torch.equal(a, b) for a, b in zip(fn(*args), out))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cols", [65544, 131072, 262144])
+@pytest.mark.parametrize("name", ["kk_layer_norm_bwd", "kk_rms_norm_bwd"])
+def test_norm_backward_of_rows_too_wide_for_a_cluster(name, dtype, cols):
+    """Rows beyond the split kernels' reach take the segmented backward (kk_norm_bwd_seg*): it agrees with the CPU
+    and is bitwise repeatable, on more rows than one chunk holds; add_rms_norm's adds its residual gradient."""
+    shape, _ = norms._backward_shape(name, dtype, cols, 0, True, False)
+    assert isinstance(shape, norms._Segmented), shape
+    backward_agrees_with_cpu(name, dtype, 2 * max(1, shape.cap // shape.segs) + 3, cols)
+    if name == "kk_rms_norm_bwd":
+        rows = 5
+        g, gr, h = (rand(rows, cols, dtype) for _ in range(3))
+        w = rand(1, cols, dtype).view(cols)
+        _, _, rstd = norms._add_rms_norm(h, torch.zeros_like(h), w, 1e-6)
+        out, outc = both(norms.add_rms_norm_backward, g, gr, h, w, rstd)
+        agree(out[0], outc[0], dtype, 8)
+        agree(out[1], outc[1], dtype, 4 * rows**0.5)
+
+
 _BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2, 3, false, 1>"
 
 

@@ -8,11 +8,12 @@ implementations: Rust (kernelkit-ops).
 from __future__ import annotations
 
 import functools
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
 from kernelkit import _native
+from kernelkit.jit import Kernel
 from kernelkit.library import Out, TensorSpec, like, op
 from kernelkit.ops._runtime import (
     BLOCK,
@@ -287,10 +288,63 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
         return RowShape(k, (r, 1), 1, resident_blocks(k, r, dev, per_thread * r), smem=per_thread * r), column_sum
     # Rows held whole prefetch the next row; float32 LayerNorm spills doing so with its sums in registers, and
     # streams a tail instead where they are not in shared memory (up to 2048 columns, the scalar path).
+    if tail and vec and dtype != torch.float64:
+        return _segmented_shape(name, dtype, cols, dev, extra), column_sum
     tail = tail or (name, dtype) == ("kk_layer_norm_bwd", torch.float32)
     suffix = f", {packs}, 1, true" if extra else ""
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}{suffix}>")
     return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev)), column_sum
+
+
+class _Segmented(NamedTuple):
+    """The backward of rows too wide for a cluster (kernels/norms.cu kk_norm_bwd_seg*): its three kernels, the column
+    segments per row and the blocks of one wave of kk_norm_bwd_seg."""
+
+    sums: Kernel
+    rows: Kernel
+    main: Kernel
+    segs: int
+    cap: int
+
+
+_SEG_THREADS, _SEG_PACKS = 256, 2  # kernels/norms.cu kSegThreads, kSegPacks
+
+
+def _segmented_shape(name: str, dtype: torch.dtype, cols: int, dev: int, extra: bool) -> _Segmented:
+    ln = name == "kk_layer_norm_bwd"
+    t = CTYPE[dtype]
+    main = kernel("norms", f"kk_norm_bwd_seg<{t}, {str(ln).lower()}, {str(extra).lower()}>")
+    return _Segmented(
+        kernel("norms", f"kk_norm_bwd_seg_sums<{t}, {str(ln).lower()}>"),
+        kernel("norms", f"kk_norm_bwd_seg_rows<{CTYPE[acc_dtype(dtype)]}, {2 if ln else 1}>"),
+        main,
+        cdiv(cols // VEC[dtype], _SEG_PACKS * _SEG_THREADS),
+        resident_blocks(main, _SEG_THREADS, dev),
+    )
+
+
+def _launch_segmented(shape: _Segmented, name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple):
+    """kk_norm_bwd_seg_sums, _rows and kk_norm_bwd_seg over chunks of rows that fill one wave, then the column sum."""
+    cols = x.shape[-1]
+    rows = x.numel() // cols
+    ln = name == "kk_layer_norm_bwd"
+    gy, xx, w = head[:3]
+    mean, rstd, g_extra = (head[3], head[4], 0) if ln else (0, head[3], head[4])
+    chunks = max(1, min(rows, shape.cap // shape.segs))
+    rpc = cdiv(rows, chunks)
+    chunks = cdiv(rows, rpc)
+    ns = 2 if ln else 1
+    part = x.new_empty(rows * shape.segs * ns + rows * ns, dtype=acc_dtype(x.dtype))
+    tot = part[rows * shape.segs * ns :]
+    grid = (shape.segs, chunks)
+    shape.sums.launch(grid, _SEG_THREADS, (gy, xx, w, mean, rstd, part, rows, cols, rpc))
+    shape.rows.launch(cdiv(rows, BLOCK), BLOCK, (part, rstd, tot, rows, shape.segs, cols))
+    partial = x.new_empty(len(grads), chunks, cols, dtype=acc_dtype(x.dtype))
+    bias_part = partial.data_ptr() + chunks * cols * partial.element_size() if ln else 0
+    shape.main.launch(
+        grid, _SEG_THREADS, (gy, xx, w, mean, rstd, tot, g_extra, gx, partial, bias_part, rows, cols, rpc)
+    )
+    return partial, chunks
 
 
 def _launch_backward(
@@ -309,6 +363,11 @@ def _launch_backward(
         return
     vec = vector_path(cols, x.dtype, (*head, gx))
     shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
+    if isinstance(shape, _Segmented):
+        partial, chunks = _launch_segmented(shape, name, x, head, gx, grads)
+        sums = (partial, *grads, chunks, cols) if len(grads) == 2 else (partial, grads[0], 0, chunks, cols)
+        column_sum.launch((cdiv(cols, 32), len(grads)), BLOCK, sums, dependent=True)
+        return
     chunks = min(cdiv(rows, shape.per_block), shape.cap)
     rows_per_chunk = cdiv(rows, chunks)
     grid = cdiv(cdiv(rows, rows_per_chunk), shape.pair) * shape.pair
