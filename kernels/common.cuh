@@ -201,6 +201,14 @@ template <int N, typename A> struct RowSumOp {
     for (int i = 0; i < N; ++i) v[i] += o[i];
   }
 };
+// Split rows on a fixed geometry (a kernel's CTAS > 0): CTAs of kFixedThreads threads in clusters of CTAS, known at
+// compile time, so that pack offsets are immediates and ClusterRowReduce's gather unrolls (PARTS = kFixedParts<CTAS>).
+constexpr int kFixedThreads = 512;
+template <int CTAS> constexpr int kFixedParts = CTAS ? kFixedThreads / 32 * CTAS : 0;
+// A launch of another geometry traps.
+template <int CTAS> __device__ __forceinline__ void check_fixed_geometry() {
+  if (CTAS && (blockDim.x != kFixedThreads || gridDim.y != CTAS)) __trap();
+}
 // PARTS: nw * gridDim.y where the kernel fixes it at compile time (0: read from the launch).
 template <int N, typename A, bool SPLIT, int PARTS = 0> struct ClusterRowReduce {
   struct Storage {

@@ -42,10 +42,9 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 // weights came from shared memory: float32 8192 x 65536 1141.9 -> 1112.8 us, bf16 598.8 -> 598.7, while its held
 // bf16 rows stayed 0.8-1.8% slower (h200-2026-11-23-s20/ab-ln-keep.json).
 constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc, kLnSplitLd = kk::kKeep, kLnWideLd = kk::kKeep;
-// Split forwards on a fixed geometry (the kernels' CTAS): blocks of kFixedThreads; LayerNorm's kLnFmaOut
+// Split forwards on a fixed geometry (the kernels' CTAS, kk::kFixedThreads): LayerNorm's kLnFmaOut
 // writes one-pass rows as fma(fma(x, rs, -mu * rs), w, b): 0.6-1.2% faster at 8192 x 65536 and 4096 x 131072, 16-bit
 // (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-fma2.json).
-constexpr int kFixedThreads = 512;
 constexpr bool kLnFmaOut = true;
 template <typename T> constexpr int kBwdLd = sizeof(T) == 4 ? kk::kKeep : kk::kNc;
 
@@ -250,9 +249,9 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
   static_assert(CTAS == 0 || SPLIT, "a fixed geometry is a cluster's");
   constexpr bool kFixed = CTAS > 0;  // as in ln_fwd_run
   __shared__ A sm[32];
-  kk::ClusterRowReduce<1, A, SPLIT, kFixed ? kFixedThreads / 32 * CTAS : 0> cs;
-  const int tx = kFixed ? int(blockIdx.y) * kFixedThreads + int(threadIdx.x) : row_thread<SPLIT>();
-  const long long R = kFixed ? (long long)kFixedThreads * CTAS : row_threads<SPLIT>();
+  kk::ClusterRowReduce<1, A, SPLIT, kk::kFixedParts<CTAS>> cs;
+  const int tx = kFixed ? int(blockIdx.y) * kk::kFixedThreads + int(threadIdx.x) : row_thread<SPLIT>();
+  const long long R = kFixed ? (long long)kk::kFixedThreads * CTAS : row_threads<SPLIT>();
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
@@ -368,13 +367,13 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
                                            acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
   using A = acc_t<T>;
   static_assert(CTAS == 0 || SPLIT, "a fixed geometry is a cluster's");
-  // blockDim (kFixedThreads, 1), clusters of CTAS: the row loop's bounds hold every row
+  // blockDim (kk::kFixedThreads, 1), clusters of CTAS: the row loop's bounds hold every row
   constexpr bool kFixed = CTAS > 0;
   // row sums of 2 values
   __shared__ A sm[2 * 32];
-  kk::ClusterRowReduce<2, A, SPLIT, kFixed ? kFixedThreads / 32 * CTAS : 0> cr;
-  const int tx = kFixed ? int(blockIdx.y) * kFixedThreads + int(threadIdx.x) : row_thread<SPLIT>();
-  const long long R = kFixed ? (long long)kFixedThreads * CTAS : row_threads<SPLIT>();
+  kk::ClusterRowReduce<2, A, SPLIT, kk::kFixedParts<CTAS>> cr;
+  const int tx = kFixed ? int(blockIdx.y) * kk::kFixedThreads + int(threadIdx.x) : row_thread<SPLIT>();
+  const long long R = kFixed ? (long long)kk::kFixedThreads * CTAS : row_threads<SPLIT>();
   const long long cv = cols / W;
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
@@ -918,13 +917,14 @@ __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, cons
   static_assert(N <= 4, "one reduction carries at most 4 sums (one st.async of 4 words when SPLIT)");
   using P = Vec<T, W>;
   static_assert(CTAS == 0 || SPLIT, "a fixed geometry is a cluster's");
-  // SPLIT: initialized across the cluster before any row; CTAS > 0: its blocks of kFixedThreads fixed at compile time
-  kk::ClusterRowReduce<N, float, SPLIT, CTAS ? kFixedThreads / 32 * CTAS : 0> cs;
+  // SPLIT: initialized across the cluster before any row; CTAS > 0: a fixed geometry (kk::kFixedThreads)
+  kk::ClusterRowReduce<N, float, SPLIT, kk::kFixedParts<CTAS>> cs;
   extern __shared__ uint4 kk_norms_dyn[];
   __shared__ unsigned long long bars[S];
   __shared__ float red[2 * N * 32];  // two alternating buffers of the warps' row sums
-  if (CTAS && (blockDim.x != kFixedThreads || gridDim.y != CTAS)) __trap();
-  const int tx = threadIdx.x, R = CTAS ? kFixedThreads : int(blockDim.x), lane = tx & 31, warp = tx >> 5, nw = R >> 5;
+  kk::check_fixed_geometry<CTAS>();
+  const int tx = threadIdx.x, R = CTAS ? kk::kFixedThreads : int(blockDim.x);
+  const int lane = tx & 31, warp = tx >> 5, nw = R >> 5;
   const int cv = cols / W;
   const int p0 = SPLIT ? NP * R * int(blockIdx.y) : 0;  // the block's first pack
   // The block's bytes of a row per tensor: a whole row, or (SPLIT) up to NP * R packs from p0.
@@ -1139,7 +1139,7 @@ __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T*
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
-    if (CTAS && (blockDim.x != kk_norms::kFixedThreads || gridDim.y != CTAS)) __trap();
+    kk::check_fixed_geometry<CTAS>();
     kk_norms::rms_fwd_run<NP, V, ADD, TAIL, SPLIT, T, CTAS>(x, res, w, y, hout, rstd, rows, cols, eps);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only
@@ -1234,7 +1234,7 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   constexpr bool kOnePass = sizeof(T) == 2 || SPLIT;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
-    if (CTAS && (blockDim.x != kk_norms::kFixedThreads || gridDim.y != CTAS)) __trap();
+    kk::check_fixed_geometry<CTAS>();
     kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T, CTAS>(x, w, b, y, mean, rstd, rows, cols, eps);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only

@@ -721,19 +721,17 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
 // kernel traps where nv > RP * nt). The row's N values are reduced over every warp of the cluster
 // (kk::ClusterRowReduce). Clusters loop over rows:
 // row(offset of the row's first element, nv, ti, nt, parity, the cluster's ClusterRowReduce).
-// CTAS > 0: blocks of kFixedThreads in clusters of CTAS, fixed at compile time (anything else traps), so that nt is a
+// CTAS > 0: blocks of kk::kFixedThreads in clusters of CTAS, fixed at compile time (else it traps), so that nt is a
 // constant in the inlined row: pack offsets become immediates and the cluster reduction's gather unrolls.
-constexpr int kFixedThreads = 512;
-template <int CTAS> constexpr int kSplitParts = CTAS ? kFixedThreads / 32 * CTAS : 0;  // the cluster's warps
-template <int N, typename A, int CTAS> using SplitReduce = kk::ClusterRowReduce<N, A, true, kSplitParts<CTAS>>;
+template <int N, typename A, int CTAS> using SplitReduce = kk::ClusterRowReduce<N, A, true, kk::kFixedParts<CTAS>>;
 template <int N, typename T, int W, int RP, int CTAS = 0, class Row>
 __device__ __forceinline__ void split_rows(long long rows, long long cols, Row&& row) {
   using A = acc_t<T>;
   SplitReduce<N, A, CTAS> cluster;
   const long long nv = cols / W;
-  if (CTAS && (blockDim.x != kFixedThreads || gridDim.y != CTAS)) __trap();
-  const int nt = CTAS ? kFixedThreads * CTAS : (int)kk::row_threads<true>();
-  const int ti = CTAS ? int(blockIdx.y) * kFixedThreads + int(threadIdx.x) : kk::row_thread<true>();
+  kk::check_fixed_geometry<CTAS>();
+  const int nt = CTAS ? kk::kFixedThreads * CTAS : (int)kk::row_threads<true>();
+  const int ti = CTAS ? int(blockIdx.y) * kk::kFixedThreads + int(threadIdx.x) : kk::row_thread<true>();
   if (nv > RP * (long long)nt) __trap();
   int parity = 0;
 #pragma unroll 1
@@ -745,7 +743,8 @@ template <typename T, int W, int RP, int CTAS>
 __device__ __forceinline__ void softmax_fwd_split(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
   split_rows<2, T, W, RP, CTAS>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
                                                 SplitReduce<2, acc_t<T>, CTAS>& cluster) {
-    fwd_row<T, W, true, RP, false, true, kSplitParts<CTAS>>(x + o, y + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
+    fwd_row<T, W, true, RP, false, true, kk::kFixedParts<CTAS>>(x + o, y + o, nv, ti, nt, nullptr, 0, red, parity,
+                                                                &cluster);
   });
 }
 
@@ -754,7 +753,8 @@ __device__ __forceinline__ void softmax_bwd_split(const T* gy, const T* y, T* gx
                                                   acc_t<T>* red) {
   split_rows<1, T, W, RP, CTAS>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
                                                 SplitReduce<1, acc_t<T>, CTAS>& cluster) {
-    bwd_row<T, W, true, RP, false, true, kSplitParts<CTAS>>(gy + o, y + o, gx + o, nv, ti, nt, nullptr, 0, red, parity, &cluster);
+    bwd_row<T, W, true, RP, false, true, kk::kFixedParts<CTAS>>(gy + o, y + o, gx + o, nv, ti, nt, nullptr, 0, red,
+                                                                parity, &cluster);
   });
 }
 
