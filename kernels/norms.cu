@@ -1365,7 +1365,7 @@ kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const 
 // RMSNorm backward of 16-bit rows that one block (SPLIT: one cluster) of at most NT threads holds, their x and gy
 // brought by bulk copies as in kk_layer_norm_bwd_bulk. Results and partials as kk_rms_norm_bwd's without g_extra (which
 // must be nullptr). Launch: as kk_layer_norm_bwd_bulk.
-template <typename T, int NT, int MINB, int S, bool SPLIT, int K, int CTAS = 0>
+template <typename T, int NT, int MINB, int S, bool SPLIT, int K>
 __global__ void __launch_bounds__(NT, MINB)
 kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                      const float* __restrict__ rstd, const T* __restrict__ g_extra, T* __restrict__ gx,
@@ -1377,8 +1377,7 @@ kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T*
   if (g_extra != nullptr || cols % kk::kVec<T> != 0 || cols > 2LL * kk::kVec<T> * NT * (SPLIT ? gridDim.y : 1) ||
       !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
     __trap();
-  kk_norms::norm_bwd_bulk_run<false, S, SPLIT, K, T, CTAS>(gy, x, w, nullptr, rstd, gx, partial, nullptr, rows,
-                                                           int(cols));
+  kk_norms::norm_bwd_bulk_run<false, S, SPLIT, K>(gy, x, w, nullptr, rstd, gx, partial, nullptr, rows, int(cols));
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -164,9 +164,9 @@ _BWD_BULK_PAIR = 2  # blocks per cluster adding up their weight-gradient sums (a
 # us, float16 962.1 -> 799.0 (at K = 1 954.8 and 920.8: one reduction per row, which no other CTA on the SM overlaps,
 # had bound it), 16384 x 16384 bf16 450.8 -> 424.4; RMSNorm bf16 822.7 -> 801.0 (K = 2 and 4: 810-812).
 _BWD_BULK_SPLIT = {"kk_layer_norm_bwd": (5, 2), "kk_rms_norm_bwd": (6, 1)}
-# Of those, the kernels launched on a compile-time geometry (as _SPLIT_FIXED): LayerNorm bf16 8192 x 65536 838.0 ->
-# 816.8 us, float16 828.3 -> 810.8; RMSNorm measured 0.7% slower there, 1.6% at 8192 x 32768
-# (h200-2026-11-24-s27/ab-fixed-bulk-bwd.json).
+# Of those, the kernels launched on a compile-time geometry (as _SPLIT_FIXED; kk_layer_norm_bwd_bulk's CTAS):
+# LayerNorm bf16 8192 x 65536 838.0 -> 816.8 us, float16 828.3 -> 810.8; RMSNorm measured 0.7% slower there, 1.6% at
+# 8192 x 32768 (h200-2026-11-24-s27/ab-fixed-bulk-bwd.json), and its kernel takes no CTAS.
 _BWD_SPLIT_FIXED = {"kk_layer_norm_bwd"}
 
 
@@ -286,10 +286,12 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
         e, per_thread = expr(*_BWD_HELD_FIT[name, dtype, extra], False)
         k = kernel("norms", e)
         return RowShape(k, (r, 1), 1, resident_blocks(k, r, dev, per_thread * r), smem=per_thread * r), column_sum
-    # Rows held whole prefetch the next row; float32 LayerNorm spills doing so with its sums in registers, and
-    # streams a tail instead where they are not in shared memory (up to 2048 columns, the scalar path).
+    # Rows beyond a cluster's reach on the 16-byte path: column segments (float64 keeps the streamed tail; its
+    # segment sums spill).
     if tail and vec and dtype != torch.float64:
         return _segmented_shape(name, dtype, cols, dev, extra), column_sum
+    # Rows held whole prefetch the next row; float32 LayerNorm spills doing so with its sums in registers, and
+    # streams a tail instead where they are not in shared memory (up to 2048 columns, the scalar path).
     tail = tail or (name, dtype) == ("kk_layer_norm_bwd", torch.float32)
     suffix = f", {packs}, 1, true" if extra else ""
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}{suffix}>")
@@ -297,14 +299,35 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
 
 
 class _Segmented(NamedTuple):
-    """The backward of rows too wide for a cluster (kernels/norms.cu kk_norm_bwd_seg*): its three kernels, the column
-    segments per row and the blocks of one wave of kk_norm_bwd_seg."""
+    """The backward of rows too wide for a cluster (kernels/norms.cu kk_norm_bwd_seg*): its three kernels and the column
+    segments per row. Like a RowShape for _launch_backward's chunks: one row per block of a segment, at most ``cap``
+    chunks (one wave of kk_norm_bwd_seg over all segments), no clusters."""
 
     sums: Kernel
     rows: Kernel
     main: Kernel
     segs: int
     cap: int
+    ln: bool
+    per_block: int = 1
+    pair: int = 1
+
+    def launch(self, x: torch.Tensor, head: tuple, gx: torch.Tensor, partial: torch.Tensor, bias_part: int, rpc: int):
+        """The three kernels over (segments, chunks of ``rpc`` rows), into ``partial`` (``bias_part``: LayerNorm's)."""
+        cols = x.shape[-1]
+        rows = x.numel() // cols
+        gy, xx, w = head[:3]
+        mean, rstd, g_extra = (head[3], head[4], 0) if self.ln else (0, head[3], head[4])
+        ns = 2 if self.ln else 1
+        # the segments' row sums, then each row's (c1, c2) after them, in one buffer
+        part = x.new_empty(rows * (self.segs + 1) * ns, dtype=acc_dtype(x.dtype))
+        tot = part.data_ptr() + rows * self.segs * ns * part.element_size()
+        grid = (self.segs, partial.shape[1])
+        self.sums.launch(grid, _SEG_THREADS, (gy, xx, w, mean, rstd, part, rows, cols, rpc))
+        self.rows.launch(cdiv(rows, BLOCK), BLOCK, (part, rstd, tot, rows, self.segs, cols))
+        self.main.launch(
+            grid, _SEG_THREADS, (gy, xx, w, mean, rstd, tot, g_extra, gx, partial, bias_part, rows, cols, rpc)
+        )
 
 
 _SEG_THREADS, _SEG_PACKS = 256, 2  # kernels/norms.cu kSegThreads, kSegPacks
@@ -314,37 +337,15 @@ def _segmented_shape(name: str, dtype: torch.dtype, cols: int, dev: int, extra: 
     ln = name == "kk_layer_norm_bwd"
     t = CTYPE[dtype]
     main = kernel("norms", f"kk_norm_bwd_seg<{t}, {str(ln).lower()}, {str(extra).lower()}>")
+    segs = cdiv(cols // VEC[dtype], _SEG_PACKS * _SEG_THREADS)
     return _Segmented(
         kernel("norms", f"kk_norm_bwd_seg_sums<{t}, {str(ln).lower()}>"),
         kernel("norms", f"kk_norm_bwd_seg_rows<{CTYPE[acc_dtype(dtype)]}, {2 if ln else 1}>"),
         main,
-        cdiv(cols // VEC[dtype], _SEG_PACKS * _SEG_THREADS),
-        resident_blocks(main, _SEG_THREADS, dev),
+        segs,
+        max(1, resident_blocks(main, _SEG_THREADS, dev) // segs),
+        ln,
     )
-
-
-def _launch_segmented(shape: _Segmented, name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple):
-    """kk_norm_bwd_seg_sums, _rows and kk_norm_bwd_seg over chunks of rows that fill one wave, then the column sum."""
-    cols = x.shape[-1]
-    rows = x.numel() // cols
-    ln = name == "kk_layer_norm_bwd"
-    gy, xx, w = head[:3]
-    mean, rstd, g_extra = (head[3], head[4], 0) if ln else (0, head[3], head[4])
-    chunks = max(1, min(rows, shape.cap // shape.segs))
-    rpc = cdiv(rows, chunks)
-    chunks = cdiv(rows, rpc)
-    ns = 2 if ln else 1
-    part = x.new_empty(rows * shape.segs * ns + rows * ns, dtype=acc_dtype(x.dtype))
-    tot = part[rows * shape.segs * ns :]
-    grid = (shape.segs, chunks)
-    shape.sums.launch(grid, _SEG_THREADS, (gy, xx, w, mean, rstd, part, rows, cols, rpc))
-    shape.rows.launch(cdiv(rows, BLOCK), BLOCK, (part, rstd, tot, rows, shape.segs, cols))
-    partial = x.new_empty(len(grads), chunks, cols, dtype=acc_dtype(x.dtype))
-    bias_part = partial.data_ptr() + chunks * cols * partial.element_size() if ln else 0
-    shape.main.launch(
-        grid, _SEG_THREADS, (gy, xx, w, mean, rstd, tot, g_extra, gx, partial, bias_part, rows, cols, rpc)
-    )
-    return partial, chunks
 
 
 def _launch_backward(
@@ -363,11 +364,6 @@ def _launch_backward(
         return
     vec = vector_path(cols, x.dtype, (*head, gx))
     shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
-    if isinstance(shape, _Segmented):
-        partial, chunks = _launch_segmented(shape, name, x, head, gx, grads)
-        sums = (partial, *grads, chunks, cols) if len(grads) == 2 else (partial, grads[0], 0, chunks, cols)
-        column_sum.launch((cdiv(cols, 32), len(grads)), BLOCK, sums, dependent=True)
-        return
     chunks = min(cdiv(rows, shape.per_block), shape.cap)
     rows_per_chunk = cdiv(rows, chunks)
     grid = cdiv(cdiv(rows, rows_per_chunk), shape.pair) * shape.pair
@@ -376,12 +372,15 @@ def _launch_backward(
     # (32 columns per block, a grid row per gradient).
     partial = x.new_empty(len(grads), chunks, cols, dtype=acc_dtype(x.dtype))
     if len(grads) == 1:
-        shape.launch(grid, (*head, gx, partial, rows, cols, rows_per_chunk))
-        sums = (partial, grads[0], 0, chunks, cols)
+        bias_part, sums = 0, (partial, grads[0], 0, chunks, cols)
     else:
-        bias_part = partial.data_ptr() + chunks * cols * partial.element_size()
+        bias_part, sums = partial.data_ptr() + chunks * cols * partial.element_size(), (partial, *grads, chunks, cols)
+    if isinstance(shape, _Segmented):
+        shape.launch(x, head, gx, partial, bias_part, rows_per_chunk)
+    elif len(grads) == 1:
+        shape.launch(grid, (*head, gx, partial, rows, cols, rows_per_chunk))
+    else:
         shape.launch(grid, (*head, gx, partial, bias_part, rows, cols, rows_per_chunk))
-        sums = (partial, *grads, chunks, cols)
     column_sum.launch((cdiv(cols, 32), len(grads)), BLOCK, sums, dependent=True)
 
 
