@@ -356,9 +356,9 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
 
 // ------------------------------------------------------------------------------------------------
 // LayerNorm forward: mu = mean(x), var = biased variance, rs = rsqrt(var + eps), y = round((x - mu) * rs * w + b)
-// in A. ONEPASS (the kernel sets it for 16-bit and split rows): sum x and x^2 in one pass (one reduction, no
-// second pass over the registers: the 16-bit kernels are issue-bound) and take var = mean(x^2) - mu^2 when
-// mu^2 <= var, where the cancellation at most doubles the rounding error of the two-pass form; otherwise (and
+// in A. ONEPASS (the kernel sets it for 16-bit, split and float32 tail rows): sum x and x^2 in one pass (one
+// reduction, no second pass over the registers: the 16-bit kernels are issue-bound) and take var = mean(x^2) - mu^2
+// when mu^2 <= var, where the cancellation at most doubles the rounding error of the two-pass form; otherwise (and
 // for NaN) sum (x - mu)^2 in a second pass, as rows without ONEPASS always do. A split row adds its CTAs' sums
 // over the cluster: one exchange per row, two where the second pass runs.
 template <int NP, int W, bool TAIL, bool SPLIT, bool ONEPASS, typename T, int CTAS = 0>
@@ -1229,9 +1229,11 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
                   long long rows, long long cols, double eps) {
   if (rows <= 0 || cols <= 0 || kk::split_unsupported<SPLIT>()) return;
   constexpr int V = kk::kVec<T>;
-  // One pass for the 16-bit types (bf16 8192 columns: 300 -> 285 us on an H200) and split rows; float32
-  // rows in one CTA measured the same at 4096 columns, and spill at the other fits.
-  constexpr bool kOnePass = sizeof(T) == 2 || SPLIT;
+  // One pass for the 16-bit types (bf16 8192 columns: 300 -> 285 us on an H200), split rows and float32 rows with a
+  // streamed tail, which each pass reads again from DRAM (2048 x 262144: 2733.8 -> 2151.6 us,
+  // h200-2026-11-24-s28/ab-ln-f32-onepass.json); float32 rows held in one CTA measured the same at 4096 columns, and
+  // spill at the other fits.
+  constexpr bool kOnePass = sizeof(T) == 2 || SPLIT || (TAIL && sizeof(T) == 4);
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
     kk::check_fixed_geometry<CTAS>();

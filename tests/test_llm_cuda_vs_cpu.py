@@ -79,11 +79,11 @@ def test_norms(dtype, cols, offset):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("cols", [1, 64, 2048, 4097, 8192, 65536])
+@pytest.mark.parametrize("cols", [1, 64, 2048, 4097, 8192, 65536, 262144])
 def test_layer_norm_rows_far_from_zero_mean(dtype, cols):
-    """The one-pass variance (16-bit rows, and rows split over a cluster at 65536 columns) stands where the
-    mean is small against the spread and gives way to the two-pass one elsewhere: rows on both sides, mixed
-    in one warp and one block, agree with a float64 reference and with the CPU."""
+    """The one-pass variance (16-bit rows, rows split over a cluster at 65536 columns, and float32 rows with a
+    streamed tail at 262144) stands where the mean is small against the spread and gives way to the two-pass one
+    elsewhere: rows on both sides, mixed in one warp and one block, agree with a float64 reference and with the CPU."""
     rows = 64
     offsets = torch.tensor([0.0, 0.5, 0.99, 1.01, 3.0, 100.0, -1000.0, 0.0], dtype=torch.float64).repeat(rows // 8)
     x64 = torch.randn(rows, cols, dtype=torch.float64) + offsets[:, None]
