@@ -125,6 +125,8 @@ def instantiations():
     ]
     fixed += ["kk_layer_norm_fwd<float, false, 4, 2, true", "kk_layer_norm_fwd<float, false, 8, 1, true"]
     norms += [f"{k}, {c}>" for k in fixed for c in (2, 4, 8)]
+    # the 16-bit forwards' last fit, (8, 1): rows up to 262144 columns over 8 CTAs
+    norms += [f"{k}<{t}, false, 8, 1, true, 8>" for k in fwd for t in ("__half", "__nv_bfloat16")]
     norms += [f"kk_layer_norm_fwd<{t}, true, 2, 2>" for t in ("__half", "__nv_bfloat16")]  # _TAIL_FIT
     # backwards with _BWD_SPLIT_FIT's (SMEM, minimum blocks); double keeps (0, 1)
     ln = {"float": "1, true, 2", "double": "1, true, 0", "__half": "1, true, 0", "__nv_bfloat16": "1, true, 0"}

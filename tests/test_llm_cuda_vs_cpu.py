@@ -239,6 +239,9 @@ def test_split_forward_on_a_fixed_geometry_fails_another_launch(launch_in_subpro
         ("kk_rms_norm_fwd", torch.float16, 65536, "__half, false, 4, 2, true, 4"),
         ("kk_add_rms_norm_fwd", torch.bfloat16, 65536, "__nv_bfloat16, false, 2, 3, true, 8"),
         ("kk_add_rms_norm_fwd", torch.bfloat16, 131072, "__nv_bfloat16, false, 4, 2, true, 8"),
+        ("kk_rms_norm_fwd", torch.bfloat16, 262144, "__nv_bfloat16, false, 8, 1, true, 8"),
+        ("kk_layer_norm_fwd", torch.float16, 262144, "__half, false, 8, 1, true, 8"),
+        ("kk_add_rms_norm_fwd", torch.bfloat16, 262144, "__nv_bfloat16, false, 8, 1, true, 8"),
     ],
 )
 def test_split_forward_takes_its_fixed_geometry(name, dtype, cols, kernel):

@@ -89,9 +89,18 @@ _WIDE_FIT = {
 # The other forwards measured slower with half the packs. Split forwards keep their w (LayerNorm: and b) packs in
 # shared memory (packs * 16 bytes per thread each), which for float32 LayerNorm fits two blocks per SM at 4 packs
 # but only one at 8: 1190.4 (8 packs over 4 CTAs) -> 1121.5 us (bench/exp_split_params.py, h200-2026-11-23-s20).
+# The 16-bit forwards end on 8 packs at one block per SM, which splits rows up to 262144 columns over 8 CTAs (no
+# spills): at 2048 x 262144, where rows had streamed their tail from one block (bench/ab_source.py,
+# h200-2026-11-24-s28/ab-split8-wide.json), bf16 rms_norm 912.8 -> 582.7 us, layer_norm 1109.9 -> 780.3, add_rms_norm
+# 1330.8 -> 1104.6, float16 rms_norm 892.4 -> 581.6 (torch.compile: 800, 934 in h200-2026-11-24-s27/wide.log).
 # The fits are tried in order, the next where one takes more than 8 CTAs; (default packs, 2) where not listed.
 _SPLIT_FITS = {
-    **{("kk_add_rms_norm_fwd", t): [(4, 3) if t == _F32 else (2, 3), (_FWD_PACKS[t], 2)] for t in (_F32, *_B16)},
+    **{
+        (k, t): ([(2, 3)] if k == "kk_add_rms_norm_fwd" else []) + [(_FWD_PACKS[t], 2), (8, 1)]
+        for k in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd")
+        for t in _B16
+    },
+    ("kk_add_rms_norm_fwd", _F32): [(4, 3), (_FWD_PACKS[_F32], 2)],
     ("kk_layer_norm_fwd", _F32): [(4, 2), (8, 1)],
 }
 # Split kernels launched with their cluster's CTAs fixed at compile time where the CTAs have 512 threads
@@ -103,10 +112,10 @@ _SPLIT_FITS = {
 _SPLIT_FIXED = {(k, t) for k in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd") for t in _B16} | {
     ("kk_layer_norm_fwd", _F32)
 }
-# 16-bit LayerNorm rows too long to split over 8 CTAs (16-byte path): one block per row with 2 packs per thread at
-# 2 blocks per SM, the tail cached in shared memory for the later passes (kernels/norms.cu RowCache). At 65536
-# columns the cache had beaten the split (838 -> 739 us, h200-2026-11-22-s11) until the row sums crossed the
-# cluster without a barrier: the split now takes 673.4 us against the cache's 750.7 (h200-2026-11-22-s13).
+# 16-bit LayerNorm rows too long to split over 8 CTAs (beyond 262144 columns on the 16-byte path): one block per row
+# with 2 packs per thread at 2 blocks per SM, the tail cached in shared memory for the later passes (kernels/norms.cu
+# RowCache). At 65536 columns the cache had beaten the split (838 -> 739 us, h200-2026-11-22-s11) until the row sums
+# crossed the cluster without a barrier: the split now takes 673.4 us against the cache's 750.7 (h200-2026-11-22-s13).
 _TAIL_FIT = {("kk_layer_norm_fwd", t): (2, 2) for t in _B16}
 # Backward packs per tensor (kNpBwd); rows beyond 512 threads' worth stream their tail in-kernel.
 _BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
