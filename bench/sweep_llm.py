@@ -147,7 +147,7 @@ def sweep_softmax(size, dtype, copy, results, liger):
         run_variants(case, nbytes, shipped, variants, close, results, copy, extra)
 
 
-# Rows split over a cluster (ops/softmax.py _SPLIT): (register packs, minimum blocks per SM) to time.
+# Rows split over a cluster (ops/softmax.py _SPLIT_FITS): (register packs, minimum blocks per SM) to time.
 SPLIT_VARIANTS = {
     ("kk_softmax_fwd", 2): [(2, 2), (4, 2), (4, 1), (8, 2), (8, 1)],
     ("kk_softmax_fwd", 4): [(4, 2), (4, 1), (8, 2), (8, 1)],
@@ -167,11 +167,11 @@ def sweep_softmax_split(size, dtype, copy, results, liger):
             )
         ]
         for v in SPLIT_VARIANTS[name, dtype.itemsize]:
-            table = {**softmax._SPLIT, (name, dtype.itemsize): v}
+            table = {**softmax._SPLIT_FITS, (name, dtype.itemsize): (v,)}
             variants.append(
                 (
                     f"split RP {v[0]} minb {v[1]}",
-                    lambda table=table: Swapped(softmax, _SPLIT=table, _softmax_shape=functools.cache(fresh)),
+                    lambda table=table: Swapped(softmax, _SPLIT_FITS=table, _softmax_shape=functools.cache(fresh)),
                 )
             )
         case = f"{name} {str(dtype)[6:]} {size[0]}x{size[1]}"

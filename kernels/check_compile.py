@@ -111,8 +111,8 @@ def instantiations():
     norms += [
         f"kk_add_rms_norm_fwd<{t}, false, {p}, 3, true>" for t, p in (("float", 4), ("__half", 2), ("__nv_bfloat16", 2))
     ]
-    # _SPLIT_FIXED: clusters of 2 to 8 CTAs fixed at compile time (2, 4 and 8 checked here) for the 16-bit forwards at
-    # their split fits, and float32 LayerNorm at its two
+    # _SPLIT_FIXED: clusters of 2 to 16 CTAs fixed at compile time (2, 4, 8 and 16 checked here) for the forwards at
+    # their split fits
     fixed = [
         f"{k}<{t}, false, 4, 2, true"
         for k in ("kk_layer_norm_fwd", "kk_rms_norm_fwd")
@@ -124,7 +124,9 @@ def instantiations():
         for p, m in ((2, 3), (4, 2))
     ]
     fixed += ["kk_layer_norm_fwd<float, false, 4, 2, true", "kk_layer_norm_fwd<float, false, 8, 1, true"]
-    norms += [f"{k}, {c}>" for k in fixed for c in (2, 4, 8)]
+    fixed += ["kk_rms_norm_fwd<float, false, 8, 2, true"]
+    fixed += [f"kk_add_rms_norm_fwd<float, false, {p}, {m}, true" for p, m in ((4, 3), (8, 2))]
+    norms += [f"{k}, {c}>" for k in fixed for c in (2, 4, 8, 16)]
     # the 16-bit forwards' last fit, (8, 1): rows up to 262144 columns over 8 CTAs
     norms += [f"{k}<{t}, false, 8, 1, true, 8>" for k in fwd for t in ("__half", "__nv_bfloat16")]
     norms += [f"kk_layer_norm_fwd<{t}, true, 2, 2>" for t in ("__half", "__nv_bfloat16")]  # _TAIL_FIT
@@ -147,7 +149,7 @@ def instantiations():
     split_bulk = (("kk_layer_norm_bwd", 5, 2), ("kk_rms_norm_bwd", 6, 1))
     norms += [f"{k}_bulk<{t}, 512, 1, {s}, true, {r}>" for k, s, r in split_bulk for t in b16]
     # ... on clusters fixed at compile time (_BWD_SPLIT_FIXED)
-    norms += [f"kk_layer_norm_bwd_bulk<{t}, 512, 1, 5, true, 2, {c}>" for t in b16 for c in (2, 4, 8)]
+    norms += [f"kk_layer_norm_bwd_bulk<{t}, 512, 1, 5, true, 2, {c}>" for t in b16 for c in (2, 4, 8, 16)]
     # rows too wide for a cluster (ops/norms.py _segmented_shape; not float64, which keeps the streamed tail)
     seg_types = ("float", "__half", "__nv_bfloat16")
     norms += [f"kk_norm_bwd_seg_sums<{t}, {ln}>" for t in seg_types for ln in ("true", "false")]
@@ -171,9 +173,10 @@ def instantiations():
     sm += ["kk_softmax_fwd<float, 2, 8, 512, true, true>", "kk_softmax_bwd<float, 4, 2, 512, true, true>"]
     sm += [f"kk_softmax_fwd<{t}, 2, 8, 512, true, true>" for t in ("__half", "__nv_bfloat16")]
     sm += [f"kk_softmax_bwd<{t}, 4, 2, 512, true, true>" for t in ("__half", "__nv_bfloat16")]
-    # ... on clusters fixed at compile time (2, 4 and 8 CTAs checked here)
+    sm += ["kk_softmax_bwd<float, 8, 1, 512, true, true>"]  # the float32 backward's last fit
+    # ... on clusters fixed at compile time (2, 4, 8 and 16 CTAs checked here)
     split_sm = [s[:-1] for s in sm if s.endswith("512, true, true>")]
-    sm += [f"{s}, {c}>" for s in split_sm for c in (2, 4, 8)]
+    sm += [f"{s}, {c}>" for s in split_sm for c in (2, 4, 8, 16)]
     act = [f"{k}<{t}>" for k in ("kk_swiglu_fwd", "kk_swiglu_bwd") for t in TYPES]
     act += [f"kk_rope<{t}, {b}>" for t in TYPES for b in (0, 1)]
     return {

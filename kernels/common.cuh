@@ -177,7 +177,7 @@ __device__ __forceinline__ unsigned cluster_address(const void* p, unsigned rank
   return remote;
 }
 
-constexpr int kMaxClusterCtas = 8;  // the portable cluster size
+constexpr int kMaxClusterCtas = 8;  // the portable cluster size; fixed geometries (PARTS) go up to 16
 
 // A row reduction across the CTAs of a cluster, without a cluster barrier per row (SPLIT; otherwise it does
 // nothing). Every warp reduces its N values with a butterfly; lanes r < gridDim.y then store the warp's values
@@ -205,6 +205,7 @@ template <int N, typename A> struct RowSumOp {
 // compile time, so that pack offsets are immediates and ClusterRowReduce's gather unrolls (PARTS = kFixedParts<CTAS>).
 constexpr int kFixedThreads = 512;
 template <int CTAS> constexpr int kFixedParts = CTAS ? kFixedThreads / 32 * CTAS : 0;
+constexpr int kMaxFixedCtas = 16;  // a non-portable cluster (the launch opts the kernel in)
 // A launch of another geometry traps.
 template <int CTAS> __device__ __forceinline__ void check_fixed_geometry() {
   if (CTAS && (blockDim.x != kFixedThreads || gridDim.y != CTAS)) __trap();
@@ -212,7 +213,7 @@ template <int CTAS> __device__ __forceinline__ void check_fixed_geometry() {
 // PARTS: nw * gridDim.y where the kernel fixes it at compile time (0: read from the launch).
 template <int N, typename A, bool SPLIT, int PARTS = 0> struct ClusterRowReduce {
   struct Storage {
-    alignas(16) A slots[2][kMaxRowWarps * kMaxClusterCtas][N];
+    alignas(16) A slots[2][PARTS ? PARTS : kMaxRowWarps * kMaxClusterCtas][N];
     unsigned long long full[2];  // mbarriers: one arrival (thread 0 arming the stage) plus the bytes
   };
   unsigned calls = 0;
@@ -224,7 +225,9 @@ template <int N, typename A, bool SPLIT, int PARTS = 0> struct ClusterRowReduce 
   __device__ __forceinline__ ClusterRowReduce() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if constexpr (SPLIT) {
-      if (blockDim.x % 32 != 0 || blockDim.x > 32 * kMaxRowWarps) __trap();
+      static_assert(PARTS <= kMaxRowWarps * kMaxFixedCtas, "more warp values than the largest cluster has");
+      // The slots hold kMaxClusterCtas CTAs' warps unless the kernel fixes PARTS.
+      if (blockDim.x % 32 != 0 || blockDim.x > 32 * kMaxRowWarps || (!PARTS && gridDim.y > kMaxClusterCtas)) __trap();
       if (threadIdx.x == 0) {
         for (int s = 0; s < 2; ++s) {
           mbarrier_init(smem_address(&storage().full[s]), 1);

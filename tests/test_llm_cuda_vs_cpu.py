@@ -239,19 +239,18 @@ def test_split_forward_on_a_fixed_geometry_fails_another_launch(launch_in_subpro
         ("kk_rms_norm_fwd", torch.float16, 65536, "__half, false, 4, 2, true, 4"),
         ("kk_add_rms_norm_fwd", torch.bfloat16, 65536, "__nv_bfloat16, false, 2, 3, true, 8"),
         ("kk_add_rms_norm_fwd", torch.bfloat16, 131072, "__nv_bfloat16, false, 4, 2, true, 8"),
-        ("kk_rms_norm_fwd", torch.bfloat16, 262144, "__nv_bfloat16, false, 8, 1, true, 8"),
-        ("kk_layer_norm_fwd", torch.float16, 262144, "__half, false, 8, 1, true, 8"),
+        ("kk_rms_norm_fwd", torch.float32, 65536, "float, false, 8, 2, true, 4"),
         ("kk_add_rms_norm_fwd", torch.bfloat16, 262144, "__nv_bfloat16, false, 8, 1, true, 8"),
     ],
 )
 def test_split_forward_takes_its_fixed_geometry(name, dtype, cols, kernel):
     """Rows split over a cluster of 512-thread CTAs launch the kernel compiled for their cluster's CTAs (_SPLIT_FIXED)
-    at each split fit; float32 RMSNorm keeps the general kernel."""
+    at each split fit; float64 keeps the general kernel."""
     shape = norms._forward_shape(name, dtype, cols, 0, True)
     assert shape.kernel.name == f"{name}<{kernel}>"
     assert (shape.block, shape.ctas) == ((512, 1), int(kernel.rsplit(", ", 1)[1]))
-    general = norms._forward_shape("kk_rms_norm_fwd", torch.float32, 65536, 0, True)
-    assert general.kernel.name == "kk_rms_norm_fwd<float, false, 8, 2, true>"
+    general = norms._forward_shape("kk_rms_norm_fwd", torch.float64, 16392, 0, True)
+    assert general.kernel.name == "kk_rms_norm_fwd<double, false, 4, 2, true>"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
@@ -513,7 +512,7 @@ SPLIT_WIDTHS = [8200, 24576, 40960, 65536, 98304, 131072]
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
 def test_softmax_split_widths_cover_2_to_8_ctas():
-    """The widths below take the split launches of every cluster size up to 8 but 7 (ops/softmax.py _SPLIT)."""
+    """The widths below take the split launches of every cluster size up to 8 but 7 (ops/softmax.py _SPLIT_FITS)."""
     ctas = {
         _softmax_shape(n, dtype, c, 0, True).ctas
         for n in ("kk_softmax_fwd", "kk_softmax_bwd")
@@ -526,7 +525,7 @@ def test_softmax_split_widths_cover_2_to_8_ctas():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", SPLIT_WIDTHS)
 def test_softmax_rows_split_over_a_cluster(dtype, cols):
-    """Rows beyond one block's registers, split over clusters of 2 to 8 CTAs on sm_90+ (ops/softmax.py _SPLIT):
+    """Rows beyond one block's registers, split over clusters of 2 to 8 CTAs on sm_90+ (ops/softmax.py _SPLIT_FITS):
     more rows than resident clusters, so each cluster loops over rows and alternates its exchange slots.
     Row 0 is masked over its first third (whole CTA parts), row 1 entirely (NaN, as torch), row 2 holds a NaN
     in its last CTA part. Forward and backward agree with the CPU, and are bitwise the same across runs."""
@@ -543,6 +542,92 @@ def test_softmax_rows_split_over_a_cluster(dtype, cols):
     gx, gxc = both(softmax_backward, g, y)
     agree(gx, gxc, dtype, 4)
     assert torch.equal(K.softmax(x)[3:], y[3:]) and torch.equal(softmax_backward(g, y), gx)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
+@pytest.mark.parametrize(
+    "name, dtype, cols, want, ctas, smem",
+    [
+        ("kk_rms_norm_fwd", torch.float32, 262144, "kk_rms_norm_fwd<float, false, 8, 2, true, 16>", 16, 64 * 1024),
+        (
+            "kk_add_rms_norm_fwd",
+            torch.float32,
+            262144,
+            "kk_add_rms_norm_fwd<float, false, 8, 2, true, 16>",
+            16,
+            64 * 1024,
+        ),
+        ("kk_layer_norm_fwd", torch.float32, 262144, "kk_layer_norm_fwd<float, false, 8, 1, true, 16>", 16, 128 * 1024),
+        ("kk_layer_norm_fwd", torch.float32, 139264, "kk_layer_norm_fwd<float, false, 8, 1, true, 9>", 9, 128 * 1024),
+        ("kk_rms_norm_fwd", torch.bfloat16, 262144, "kk_rms_norm_fwd<__nv_bfloat16, false, 4, 2, true, 16>", 16, 32768),
+        ("kk_layer_norm_fwd", torch.float16, 262144, "kk_layer_norm_fwd<__half, false, 4, 2, true, 16>", 16, 65536),
+        ("kk_softmax_fwd", torch.float32, 262144, "kk_softmax_fwd<float, 2, 8, 512, true, true, 16>", 16, 0),
+        ("kk_softmax_bwd", torch.float32, 131072, "kk_softmax_bwd<float, 4, 2, 512, true, true, 16>", 16, 0),
+        ("kk_softmax_bwd", torch.float32, 262144, "kk_softmax_bwd<float, 8, 1, 512, true, true, 16>", 16, 0),
+        ("kk_softmax_bwd", torch.bfloat16, 262144, "kk_softmax_bwd<__nv_bfloat16, 4, 2, 512, true, true, 16>", 16, 0),
+        (
+            "kk_layer_norm_bwd",
+            torch.bfloat16,
+            131072,
+            "kk_layer_norm_bwd_bulk<__nv_bfloat16, 512, 1, 5, true, 2, 16>",
+            16,
+            2 * 5 * 2 * 16 * 512,
+        ),
+    ],
+)
+def test_widest_rows_split_over_16_ctas(name, dtype, cols, want, ctas, smem):
+    """Rows up to 262144 columns stay split over a cluster: kernels on a compile-time geometry take clusters of 9 to
+    16 CTAs (non-portable; _runtime.SPLIT_MAX_CTAS) where the GPU hosts them, float32 LayerNorm's and softmax
+    backward's at their last fit (8 packs, one block per SM)."""
+    family = "softmax" if name.startswith("kk_softmax") else "norms"
+    if not kernel(family, want).max_active_clusters((512, 1), (1, ctas, 1), smem, 0):
+        pytest.skip(f"this GPU hosts no cluster of {ctas} such CTAs")
+    if family == "softmax":
+        shape = _softmax_shape(name, dtype, cols, 0, True)
+    elif name.endswith("_bwd"):
+        shape = norms._backward_shape(name, dtype, cols, 0, True, False)[0]
+    else:
+        shape = norms._forward_shape(name, dtype, cols, 0, True)
+    assert (shape.kernel.name, shape.ctas, shape.block, shape.smem) == (want, ctas, (512, 1), smem)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_widest_rows_over_many_clusters(dtype):
+    """Rows of 262144 columns, more than resident clusters (each cluster loops over rows, alternating its
+    exchange slots): the norm forwards and softmax forward and backward agree with the CPU and are bitwise the
+    same across runs, at the last split fits (16 CTAs for float32 LayerNorm and softmax backward)."""
+    rows, cols = 24, 262144
+    x, r, g = (rand(rows, cols, dtype) for _ in range(3))
+    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
+    x[1] += 100  # a row far from zero mean
+    cases = [
+        (lambda *a: norms._rms_norm(*a, 1e-6), (x, w)),
+        (lambda *a: norms._add_rms_norm(*a, 1e-6), (x, r, w)),
+        (lambda *a: norms._layer_norm(*a, 1e-5), (x, w, b)),
+        (K.softmax, (x,)),
+    ]
+    for fn, args in cases:
+        out, outc = both(fn, *args)
+        for o, oc in zip(out if isinstance(out, tuple) else (out,), outc if isinstance(outc, tuple) else (outc,)):
+            agree(o, oc, dtype if o.dtype == dtype else torch.float32, 2)
+        again = fn(*args)
+        assert all(
+            torch.equal(a, c)
+            for a, c in zip(again if isinstance(again, tuple) else (again,), out if isinstance(out, tuple) else (out,))
+        )
+    y = K.softmax(x)
+    gx, gxc = both(softmax_backward, g, y)
+    agree(gx, gxc, dtype, 4)
+    assert torch.equal(softmax_backward(g, y), gx)
+    # the 16-bit LayerNorm backward's bulk rows on 16 CTAs (131072 columns)
+    half = x[:, : cols // 2].contiguous(), g[:, : cols // 2].contiguous(), w[: cols // 2], b[: cols // 2]
+    _, mean, rstd = norms._layer_norm(*half[:1], *half[2:], 1e-5)
+    out, outc = both(norms.layer_norm_backward, half[1], half[0], half[2], mean, rstd)
+    agree(out[0], outc[0], dtype, 8)
+    for o, oc in zip(out[1:], outc[1:]):
+        agree(o, oc, dtype, 4 * rows**0.5)
+    assert all(torch.equal(a, c) for a, c in zip(norms.layer_norm_backward(half[1], half[0], half[2], mean, rstd), out))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

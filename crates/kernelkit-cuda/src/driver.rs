@@ -40,6 +40,8 @@ pub enum FuncAttr {
     LocalSizeBytes = 3,
     NumRegs = 4,
     MaxDynamicSharedSizeBytes = 8,
+    /// Set to 1 before a launch (or occupancy query) with more blocks per cluster than the portable 8.
+    NonPortableClusterSizeAllowed = 14,
 }
 
 type FnInit = unsafe extern "C" fn(c_uint) -> CuResult;

@@ -157,8 +157,11 @@ impl LaunchConfig {
     }
 }
 
-/// The portable cluster size limit (larger ones need a per-kernel opt-in).
-pub const MAX_CLUSTER_BLOCKS: u64 = 8;
+/// The portable cluster size: larger clusters need the kernel's opt-in
+/// ([`crate::driver::FuncAttr::NonPortableClusterSizeAllowed`]), which the launch sets.
+pub const PORTABLE_CLUSTER_BLOCKS: u64 = 8;
+/// The largest cluster Hopper runs (non-portable; the device may still find no room for one).
+pub const MAX_CLUSTER_BLOCKS: u64 = 16;
 
 static BLOCKING: AtomicU8 = AtomicU8::new(2);
 
@@ -351,11 +354,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("multiple of the cluster"), "{e}");
-        let e = clustered([16, 16, 1], [512, 1, 1], [1, 16, 1])
+        assert!(clustered([16, 16, 1], [512, 1, 1], [1, 16, 1])
+            .validate("k")
+            .is_ok());
+        let e = clustered([32, 32, 1], [512, 1, 1], [1, 32, 1])
             .validate("k")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("at most 8 blocks"), "{e}");
+        assert!(e.contains("at most 16 blocks"), "{e}");
         assert!(clustered([1, 1, 1], [32, 1, 1], [0, 1, 1])
             .validate("k")
             .is_err());

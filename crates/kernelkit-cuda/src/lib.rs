@@ -16,6 +16,8 @@ pub mod ptx;
 
 pub use error::{Error, Library, Result};
 pub use image::{compile_cached, EntryPoint, Image};
-pub use launch::{launch, launch_blocking, pack, set_launch_blocking, Arg, LaunchConfig};
+pub use launch::{
+    launch, launch_blocking, pack, set_launch_blocking, Arg, LaunchConfig, PORTABLE_CLUSTER_BLOCKS,
+};
 pub use nvrtc::{Arch, Output, Program};
 pub use ptx::ParamKind;

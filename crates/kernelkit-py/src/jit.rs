@@ -5,7 +5,7 @@ use crate::tensor::{self, torch};
 use kernelkit_cuda::driver::{driver, DeviceAttr, FuncAttr, Function, Stream};
 use kernelkit_cuda::{
     cache, compile_cached, launch, nvrtc, Arch, Arg, EntryPoint, Error, Image, LaunchConfig,
-    Output, ParamKind, Program,
+    Output, ParamKind, Program, PORTABLE_CLUSTER_BLOCKS,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyMemoryView, PyTuple};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -358,6 +358,8 @@ struct Resolved {
     params: Vec<ParamKind>,
     /// Dynamic shared memory the function is currently allowed.
     smem_allowed: AtomicU32,
+    /// Whether the function has opted in to clusters beyond the portable size.
+    large_clusters: AtomicBool,
 }
 
 const MAX_DEVICES: usize = 64;
@@ -396,6 +398,7 @@ impl Kernel {
             func,
             params: entry.params,
             smem_allowed: AtomicU32::new((48 * 1024 - static_smem.max(0)) as u32),
+            large_clusters: AtomicBool::new(false),
         };
         Ok(slot.get_or_init(|| r))
     }
@@ -421,6 +424,18 @@ impl Kernel {
         }
         d.set_function_attribute(r.func, FuncAttr::MaxDynamicSharedSizeBytes, bytes as i32)?;
         r.smem_allowed.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Opt the function in to clusters of more than the portable 8 blocks when a launch or query
+    /// asks for one (the driver refuses them otherwise).
+    fn allow_cluster(&self, r: &Resolved, cluster: [u32; 3]) -> kernelkit_cuda::Result<()> {
+        let blocks = cluster.iter().map(|&c| c as u64).product::<u64>();
+        if blocks <= PORTABLE_CLUSTER_BLOCKS || r.large_clusters.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        driver()?.set_function_attribute(r.func, FuncAttr::NonPortableClusterSizeAllowed, 1)?;
+        r.large_clusters.store(true, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -600,6 +615,7 @@ impl Kernel {
         cfg.validate(&self.name).py_err()?;
         let r = self.resolve(device).py_err()?;
         self.allow_shared_mem(device, r, shared_mem).py_err()?;
+        self.allow_cluster(r, cfg.cluster).py_err()?;
         let packed = kernelkit_cuda::pack(&self.name, &r.params, &values).py_err()?;
         launch(device, r.func, &self.name, packed, &cfg).map_err(to_py)
     }
@@ -639,6 +655,7 @@ impl Kernel {
         let cluster = dims(cluster, "cluster")?;
         let r = self.resolve(device).py_err()?;
         self.allow_shared_mem(device, r, shared_mem).py_err()?;
+        self.allow_cluster(r, cluster).py_err()?;
         driver()
             .py_err()?
             .max_active_clusters(device, r.func, block, cluster, shared_mem)

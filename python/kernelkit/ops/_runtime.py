@@ -88,6 +88,16 @@ class RowShape(NamedTuple):
             self.kernel.launch(grid, self.block, args, self.smem)
 
 
+# The most CTAs of a split row on a fixed geometry: Hopper's non-portable cluster size (the launch opts the kernel
+# in). Against the portable 8 (rows beyond them had streamed their tail from one block, or taken 8 CTAs of twice the
+# packs at one block per SM), on an H200 (bench/ab_source.py, h200-2026-11-24-s29/ab-16ctas-*.json): float32 at
+# 2048 x 262144 layer_norm 2191.2 -> 1481.8 us, rms_norm 1112.4 -> 1043.4, add_rms_norm 2639.8 -> 2291.5,
+# softmax_backward 2731.9 -> 1656.6; bf16 layer_norm 789.5 -> 615.6, rms_norm 587.0 -> 568.0; bf16
+# layer_norm_backward 4096 x 131072 (its column segments before) 1465.3 -> 899.2; float32 layer_norm 4096 x 131072
+# 1168.1 -> 1152.8; softmax within 0.7%. 16-bit add_rms_norm measured slower (1101.6 -> 1205.2 us) and keeps 8.
+SPLIT_MAX_CTAS = 16
+
+
 def split_shape(
     family: str,
     expr: str,
@@ -97,18 +107,21 @@ def split_shape(
     dev: int,
     smem_per_thread: int = 0,
     fixed_geometry: bool = False,
+    max_ctas: Optional[int] = None,
 ) -> Optional[RowShape]:
     """The launch of rows split over a thread-block cluster, each CTA holding its part of the row in
     registers (``packs`` 16-byte packs per thread): a grid of the resident clusters looping over rows (10%
-    faster than a cluster per row, bench/sweep_split.py). None where that takes more than 8 CTAs or the GPU
-    has no clusters (before sm_90). ``expr``: the kernel, in kernels/<family>.cu; ``smem_per_thread``: its
-    dynamic shared memory per thread of a CTA; ``fixed_geometry``: the kernel takes the cluster's CTAs as a last
-    template argument where its blocks are of 512 threads (a compile-time geometry)."""
+    faster than a cluster per row, bench/sweep_split.py). None where that takes more CTAs than the kernel's
+    clusters may have, the GPU has no clusters (before sm_90) or no cluster fits on it. ``expr``: the kernel, in
+    kernels/<family>.cu; ``smem_per_thread``: its dynamic shared memory per thread of a CTA; ``fixed_geometry``:
+    the kernel takes the cluster's CTAs as a last template argument where its blocks are of 512 threads (a
+    compile-time geometry). Such kernels take clusters up to ``max_ctas`` (default SPLIT_MAX_CTAS; rows beyond 8
+    CTAs always have 512-thread CTAs); the others up to the portable 8, which their reduction's slots are sized for."""
     if not has_clusters(dev):
         return None
     e = packs * VEC[dtype]
     ctas = cdiv(cols, 512 * e)
-    if ctas > 8:
+    if ctas > (min(max_ctas or SPLIT_MAX_CTAS, SPLIT_MAX_CTAS) if fixed_geometry else 8):
         return None
     r = pow2ceil(cdiv(cols, ctas * e))
     if fixed_geometry and r == 512:

@@ -89,11 +89,13 @@ _WIDE_FIT = {
 # The other forwards measured slower with half the packs. Split forwards keep their w (LayerNorm: and b) packs in
 # shared memory (packs * 16 bytes per thread each), which for float32 LayerNorm fits two blocks per SM at 4 packs
 # but only one at 8: 1190.4 (8 packs over 4 CTAs) -> 1121.5 us (bench/exp_split_params.py, h200-2026-11-23-s20).
-# The 16-bit forwards end on 8 packs at one block per SM, which splits rows up to 262144 columns over 8 CTAs (no
-# spills): at 2048 x 262144, where rows had streamed their tail from one block (bench/ab_source.py,
-# h200-2026-11-24-s28/ab-split8-wide.json), bf16 rms_norm 912.8 -> 582.7 us, layer_norm 1109.9 -> 780.3, add_rms_norm
-# 1330.8 -> 1104.6, float16 rms_norm 892.4 -> 581.6 (torch.compile: 800, 934 in h200-2026-11-24-s27/wide.log).
-# The fits are tried in order, the next where one takes more than 8 CTAs; (default packs, 2) where not listed.
+# The 16-bit forwards end on 8 packs at one block per SM (no spills), which add_rms_norm takes for rows up to 262144
+# columns over 8 CTAs (_SPLIT_PORTABLE) and the others beyond 16 CTAs of 4 packs: at 2048 x 262144, where rows had
+# streamed their tail from one block (bench/ab_source.py, h200-2026-11-24-s28/ab-split8-wide.json), bf16 rms_norm
+# 912.8 -> 582.7 us, layer_norm 1109.9 -> 780.3, add_rms_norm 1330.8 -> 1104.6, float16 rms_norm 892.4 -> 581.6
+# (torch.compile: 800, 934 in h200-2026-11-24-s27/wide.log); 16 CTAs of 4 packs are faster still (SPLIT_MAX_CTAS).
+# The fits are tried in order, the next where one takes more CTAs than the kernel's clusters may have (8, or
+# _runtime.SPLIT_MAX_CTAS on a fixed geometry); (default packs, 2) where not listed.
 _SPLIT_FITS = {
     **{
         (k, t): ([(2, 3)] if k == "kk_add_rms_norm_fwd" else []) + [(_FWD_PACKS[t], 2), (8, 1)]
@@ -103,16 +105,18 @@ _SPLIT_FITS = {
     ("kk_add_rms_norm_fwd", _F32): [(4, 3), (_FWD_PACKS[_F32], 2)],
     ("kk_layer_norm_fwd", _F32): [(4, 2), (8, 1)],
 }
+# Split forwards kept to portable clusters of up to 8 CTAs (the others take up to _runtime.SPLIT_MAX_CTAS): 16-bit
+# add_rms_norm at 2048 x 262144 took 1101.6 us on 8 CTAs of 8 packs, 1205.2 on 16 of 4 (h200-2026-11-24-s29/
+# ab-16ctas-norms.json).
+_SPLIT_PORTABLE = {("kk_add_rms_norm_fwd", t) for t in _B16}
 # Split kernels launched with their cluster's CTAs fixed at compile time where the CTAs have 512 threads
 # (kernels/norms.cu CTAS). Against the same kernels without, on an H200 (bench/ab_source.py,
 # h200-2026-11-23-s26/ab-ln-fixed.json, h200-2026-11-24-s27/ab-fixed-rms.json): 16-bit LayerNorm 8192 x 65536
 # 587.7 -> 549.5 us; RMSNorm 535.7 -> 526.0, 4096 x 131072 545.9 -> 533.3; add_rms_norm 1055.3 -> 1048.3; float32
-# LayerNorm 1107.1 -> 1071.5, 4096 x 131072 1198.3 -> 1167.8. float32 RMSNorm and add_rms_norm measured within 0.2%
-# and stay on the general kernels.
-_SPLIT_FIXED = {(k, t) for k in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd") for t in _B16} | {
-    ("kk_layer_norm_fwd", _F32)
-}
-# 16-bit LayerNorm rows too long to split over 8 CTAs (beyond 262144 columns on the 16-byte path): one block per row
+# LayerNorm 1107.1 -> 1071.5, 4096 x 131072 1198.3 -> 1167.8. float32 RMSNorm and add_rms_norm measured within 0.3%
+# at 8192 x 65536 (bitwise equal; h200-2026-11-24-s29/ab-16ctas-norms.json), and clusters beyond 8 CTAs need it.
+_SPLIT_FIXED = {(k, t) for k in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd") for t in (_F32, *_B16)}
+# 16-bit LayerNorm rows too long to split over a cluster (beyond 524288 columns on the 16-byte path): one block per row
 # with 2 packs per thread at 2 blocks per SM, the tail cached in shared memory for the later passes (kernels/norms.cu
 # RowCache). At 65536 columns the cache had beaten the split (838 -> 739 us, h200-2026-11-22-s11) until the row sums
 # crossed the cluster without a barrier: the split now takes 673.4 us against the cache's 750.7 (h200-2026-11-22-s13).
@@ -173,7 +177,9 @@ _BWD_BULK_PAIR = 2  # blocks per cluster adding up their weight-gradient sums (a
 # us, float16 962.1 -> 799.0 (at K = 1 954.8 and 920.8: one reduction per row, which no other CTA on the SM overlaps,
 # had bound it), 16384 x 16384 bf16 450.8 -> 424.4; RMSNorm bf16 822.7 -> 801.0 (K = 2 and 4: 810-812).
 _BWD_BULK_SPLIT = {"kk_layer_norm_bwd": (5, 2), "kk_rms_norm_bwd": (6, 1)}
-# Of those, the kernels launched on a compile-time geometry (as _SPLIT_FIXED; kk_layer_norm_bwd_bulk's CTAS):
+# Of those, the kernels launched on a compile-time geometry (as _SPLIT_FIXED; kk_layer_norm_bwd_bulk's CTAS), which
+# take clusters of up to 16 CTAs (_runtime.SPLIT_MAX_CTAS: LayerNorm rows up to 131072 columns; bf16 4096 x 131072
+# 1465.3 -> 899.2 us against the column segments, h200-2026-11-24-s29/ab-16ctas-norms.json):
 # LayerNorm bf16 8192 x 65536 838.0 -> 816.8 us, float16 828.3 -> 810.8; RMSNorm measured 0.7% slower there, 1.6% at
 # 8192 x 32768 (h200-2026-11-24-s27/ab-fixed-bulk-bwd.json), and its kernel takes no CTAS.
 _BWD_SPLIT_FIXED = {"kk_layer_norm_bwd"}
@@ -206,7 +212,7 @@ def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[in
 def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool) -> RowShape:
     """The launch of a forward kernel for rows of ``cols``: held whole in one block's registers (by its lean
     ``_wide`` kernel where _WIDE_FIT lists it); beyond that (the 16-byte path, sm_90+) split over a cluster;
-    beyond 8 CTAs, for 16-bit LayerNorm one block per row with its tail cached in shared memory (_TAIL_FIT); else
+    beyond a cluster, for 16-bit LayerNorm one block per row with its tail cached in shared memory (_TAIL_FIT); else
     one block per row re-reading its tail from L2."""
     for lo, hi, p, m in _WIDE_FIT.get((name, dtype), ()) if vec else ():
         if lo < cols <= hi:
@@ -224,7 +230,8 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
         for p, m in _SPLIT_FITS.get((name, dtype), [(packs, 2)]) if vec else ():
             expr = f"{name}<{CTYPE[dtype]}, false, {p}, {m}, true>"
             fixed = (name, dtype) in _SPLIT_FIXED
-            split = split_shape("norms", expr, p, dtype, cols, dev, split_param_bytes(name, p), fixed)
+            most = 8 if (name, dtype) in _SPLIT_PORTABLE else None
+            split = split_shape("norms", expr, p, dtype, cols, dev, split_param_bytes(name, p), fixed, most)
             if split:
                 return split
         if vec and (name, dtype) in _TAIL_FIT:

@@ -48,18 +48,20 @@ _HELD = {
     ("kk_softmax_bwd", 2): ((2, 3, 384), (2, 2, 32), (4, 2, 32)),
     ("kk_softmax_bwd", 4): ((8, 1, 32),),
 }
-# Rows beyond one block's registers (on sm_90+, 16-byte path) are split over a cluster of up to 8 CTAs, each
-# holding its part in registers: (register packs per thread, minimum blocks per SM) per (kernel, element size),
-# where that measured faster than one block per row streaming the rest (bench/sweep_llm.py --only
-# softmax_split, H200, 8192 x 65536): float32 forward 1462 -> 1285 us, backward 2709 -> 1628 us. The 16-bit
-# kernels fit 8 packs (forward) and 4 (backward) at two blocks per SM without spilling since they convert
-# whole words (kk::acc_at): bf16 forward 652 -> 583 us (it had kept one block per row), backward 822 -> 781
-# (h200-2026-11-22-s14).
-_SPLIT = {
-    ("kk_softmax_fwd", 2): (8, 2),
-    ("kk_softmax_fwd", 4): (8, 2),
-    ("kk_softmax_bwd", 2): (4, 2),
-    ("kk_softmax_bwd", 4): (4, 2),
+# Rows beyond one block's registers (on sm_90+, 16-byte path) are split over a cluster of up to 16 CTAs
+# (_runtime.SPLIT_MAX_CTAS), each holding its part in registers: (register packs per thread, minimum blocks per SM)
+# per (kernel, element size), tried in order, the next where one takes more than 16 CTAs. Against one block per row
+# streaming the rest (bench/sweep_llm.py --only softmax_split, H200, 8192 x 65536): float32 forward 1462 -> 1285 us,
+# backward 2709 -> 1628 us. The 16-bit kernels fit 8 packs (forward) and 4 (backward) at two blocks per SM without
+# spilling since they convert whole words (kk::acc_at): bf16 forward 652 -> 583 us (it had kept one block per row),
+# backward 822 -> 781 (h200-2026-11-22-s14). float32 backward rows beyond 131072 columns take 8 packs at one block
+# per SM (115 registers, no spills): 2048 x 262144 2731.9 -> 1656.6 us against the streamed rows; on 8 CTAs at twice
+# the packs the other kernels measured within 0.7% of 16 CTAs (h200-2026-11-24-s29/ab-16ctas-softmax.json).
+_SPLIT_FITS = {
+    ("kk_softmax_fwd", 2): ((8, 2),),
+    ("kk_softmax_fwd", 4): ((8, 2),),
+    ("kk_softmax_bwd", 2): ((4, 2),),
+    ("kk_softmax_bwd", 4): ((4, 2), (8, 1)),
 }
 # Split rows take the kernels compiled for their cluster's CTAs where those have 512 threads (kernels/softmax.cu
 # split_rows' CTAS). Against the same kernels without, on an H200 (bench/ab_source.py,
@@ -86,8 +88,8 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: b
         if packs * threads <= nv <= packs * 512 and nv > packs * 32:
             k = kernel("softmax", f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true>")
             return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62)
-    if vector and (name, dtype.itemsize) in _SPLIT and nv > _SPLIT[name, dtype.itemsize][0] * 512:
-        packs, minb = _SPLIT[name, dtype.itemsize]
+    fits = _SPLIT_FITS.get((name, dtype.itemsize), ()) if vector else ()
+    for packs, minb in fits if fits and nv > fits[0][0] * 512 else ():
         expr = f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true, true>"
         split = split_shape("softmax", expr, packs, dtype, cols, dev, fixed_geometry=True)
         if split:
