@@ -215,8 +215,25 @@ def test_cluster_launch_groups_blocks(mod):
     assert torch.equal(ranks[..., 0], torch.arange(4, dtype=torch.int32).view(4, 1).expand(4, 6))
     with pytest.raises(ValueError, match="multiple of the cluster"):
         k.launch((6, 3), 128, (out,), cluster=(1, 4, 1))
-    with pytest.raises(ValueError, match="at most 8 blocks"):
-        k.launch((6, 16), 128, (out,), cluster=(1, 16, 1))
+    with pytest.raises(ValueError, match="at most 16 blocks"):
+        k.launch((6, 32), 128, (out,), cluster=(1, 32, 1))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9, reason="clusters need sm_90+"
+)
+def test_clusters_beyond_the_portable_8_blocks(mod):
+    """A cluster of 16 blocks (Hopper's non-portable size): the launch and the occupancy query opt the kernel in,
+    and the blocks (x, 0..15) form one cluster, ranked by y. A fresh kernel object asks the query first."""
+    k = mod.kernel("cluster_ranks")
+    if not k.max_active_clusters(128, (1, 16, 1)):
+        pytest.skip("this GPU hosts no cluster of 16 blocks")
+    out = torch.full((3 * 16, 2), -1, dtype=torch.int32, device="cuda")
+    k.launch((3, 16), 128, (out,), cluster=(1, 16, 1))
+    ranks = out.view(16, 3, 2).cpu()  # [y, x, (rank, n)]
+    assert torch.equal(ranks[..., 1], torch.full((16, 3), 16, dtype=torch.int32))
+    assert torch.equal(ranks[..., 0], torch.arange(16, dtype=torch.int32).view(16, 1).expand(16, 3))
 
 
 @pytest.mark.gpu

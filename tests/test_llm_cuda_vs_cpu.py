@@ -234,7 +234,7 @@ def test_split_forward_on_a_fixed_geometry_fails_another_launch(launch_in_subpro
         ("kk_layer_norm_fwd", torch.float16, 65536, "__half, false, 4, 2, true, 4"),
         ("kk_layer_norm_fwd", torch.bfloat16, 131072, "__nv_bfloat16, false, 4, 2, true, 8"),
         ("kk_layer_norm_fwd", torch.float32, 16392, "float, false, 4, 2, true, 3"),
-        ("kk_layer_norm_fwd", torch.float32, 131072, "float, false, 8, 1, true, 8"),
+        ("kk_layer_norm_fwd", torch.float32, 65536, "float, false, 4, 2, true, 8"),
         ("kk_rms_norm_fwd", torch.bfloat16, 16392, "__nv_bfloat16, false, 4, 2, true, 2"),
         ("kk_rms_norm_fwd", torch.float16, 65536, "__half, false, 4, 2, true, 4"),
         ("kk_add_rms_norm_fwd", torch.bfloat16, 65536, "__nv_bfloat16, false, 2, 3, true, 8"),
@@ -309,9 +309,24 @@ def backward_agrees_with_cpu(name: str, dtype: torch.dtype, rows: int, cols: int
     assert all(torch.equal(a, b) for a, b in zip(fn(*args), out))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("cols", [65544, 131072, 262144])
-@pytest.mark.parametrize("name", ["kk_layer_norm_bwd", "kk_rms_norm_bwd"])
+@pytest.mark.parametrize(
+    "name, dtype, cols",
+    [
+        *(
+            (n, t, c)
+            for n in ("kk_layer_norm_bwd", "kk_rms_norm_bwd")
+            for t in (torch.float32,)
+            for c in (65544, 262144)
+        ),
+        ("kk_rms_norm_bwd", torch.bfloat16, 65544),
+        ("kk_rms_norm_bwd", torch.bfloat16, 131072),
+        ("kk_rms_norm_bwd", torch.bfloat16, 262144),
+        ("kk_layer_norm_bwd", torch.float32, 131072),
+        # the 16-bit LayerNorm backward splits rows up to 131072 columns over 16 CTAs
+        ("kk_layer_norm_bwd", torch.bfloat16, 139264),
+        ("kk_layer_norm_bwd", torch.bfloat16, 262144),
+    ],
+)
 def test_norm_backward_of_rows_too_wide_for_a_cluster(name, dtype, cols):
     """Rows beyond the split kernels' reach take the segmented backward (kk_norm_bwd_seg*): it agrees with the CPU
     and is bitwise repeatable, on more rows than one chunk holds; add_rms_norm's adds its residual gradient."""
@@ -559,6 +574,7 @@ def test_softmax_rows_split_over_a_cluster(dtype, cols):
         ),
         ("kk_layer_norm_fwd", torch.float32, 262144, "kk_layer_norm_fwd<float, false, 8, 1, true, 16>", 16, 128 * 1024),
         ("kk_layer_norm_fwd", torch.float32, 139264, "kk_layer_norm_fwd<float, false, 8, 1, true, 9>", 9, 128 * 1024),
+        ("kk_layer_norm_fwd", torch.float32, 131072, "kk_layer_norm_fwd<float, false, 4, 2, true, 16>", 16, 65536),
         ("kk_rms_norm_fwd", torch.bfloat16, 262144, "kk_rms_norm_fwd<__nv_bfloat16, false, 4, 2, true, 16>", 16, 32768),
         ("kk_layer_norm_fwd", torch.float16, 262144, "kk_layer_norm_fwd<__half, false, 4, 2, true, 16>", 16, 65536),
         ("kk_softmax_fwd", torch.float32, 262144, "kk_softmax_fwd<float, 2, 8, 512, true, true, 16>", 16, 0),
