@@ -205,7 +205,7 @@ template <int N, typename A> struct RowSumOp {
 // compile time, so that pack offsets are immediates and ClusterRowReduce's gather unrolls (PARTS = kFixedParts<CTAS>).
 constexpr int kFixedThreads = 512;
 template <int CTAS> constexpr int kFixedParts = CTAS ? kFixedThreads / 32 * CTAS : 0;
-constexpr int kMaxFixedCtas = 16;  // a non-portable cluster (the launch opts the kernel in)
+constexpr int kMaxFixedCtas = 16;  // non-portable (the launch opts the kernel in); ops/_runtime.py SPLIT_MAX_CTAS
 // A launch of another geometry traps.
 template <int CTAS> __device__ __forceinline__ void check_fixed_geometry() {
   if (CTAS && (blockDim.x != kFixedThreads || gridDim.y != CTAS)) __trap();

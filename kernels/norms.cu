@@ -1181,7 +1181,7 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, R*Y, S)). No dynamic shared memory
 //   (S = 0), except for kk_layer_norm_fwd (below).
 //   SPLIT = true (sm_90+, 16-byte path, TAIL = false): each row is split over the S CTAs of a cluster,
-//   grid (G, S), cluster dims (1, S, 1), block (R, 1), cols <= NP * VEC * R * S, S <= 8; G = the resident
+//   grid (G, S), cluster dims (1, S, 1), block (R, 1), cols <= NP * VEC * R * S, S <= 8 (16 with CTAS); G = the resident
 //   clusters (cuOccupancyMaxActiveClusters) looping over rows is fastest. A mismatched launch traps.
 //   Split rows store y (and the backwards gx) evict-first (st.global.cs); at 8192 x 65536 on an H200
 //   (bench/ab_source.py, h200-2026-11-22-s15): bf16 rms_norm 617.5 -> 571.7 us, layer_norm 652.6 -> 617.5,
@@ -1189,8 +1189,8 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   h only in float32 (2258.5 -> 2191.1 us; bf16 1105.8 against 1120.8 without). Held rows measured up to
 //   2.7% slower with it (float32 rms_norm 32768 x 8192), except the backwards with shared-memory slots (SMEM):
 //   float32 layer_norm_backward 32768 x 8192 842.7 -> 818.8 us, the others within 0.8%.
-//   CTAS > 0 (SPLIT): blocks of 512 threads in clusters of CTAS, fixed at compile time, as kk_layer_norm_fwd's
-//   (anything else traps). bf16 8192 x 65536 535.7 -> 526.0 us, bitwise equal (h200-2026-11-24-s27/ab-fixed-rms.json).
+//   CTAS > 0 (SPLIT): blocks of 512 threads in clusters of CTAS <= 16 (non-portable beyond 8: the launch opts the
+//   kernel in), fixed at compile time, as kk_layer_norm_fwd's (anything else traps). bf16 8192 x 65536 535.7 -> 526.0 us, bitwise equal (h200-2026-11-24-s27/ab-fixed-rms.json).
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
           int CTAS = 0>
 __global__ void __launch_bounds__(512, MINB)
@@ -1383,7 +1383,7 @@ kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T*
 }
 
 // ------------------------------------------------------------------------------------------------
-// Backward of rows too wide for a cluster to hold (beyond the split kernels' 8 CTAs; the 16-byte path), in column
+// Backward of rows too wide for a cluster to hold (beyond the split kernels' 8 or 16 CTAs; the 16-byte path), in column
 // segments of kSegPacks packs for each of kSegThreads threads. Three launches over a grid (segments, chunks of rows),
 // then kk_column_sum over the chunks as for the other backwards:
 //   kk_norm_bwd_seg_sums: each segment's row sums (LayerNorm {sum g, sum g*(x - mu)}, RMSNorm {sum g*x}) -> part;

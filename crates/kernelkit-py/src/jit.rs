@@ -426,16 +426,18 @@ impl Kernel {
         r.smem_allowed.store(bytes, Ordering::Relaxed);
         Ok(())
     }
+}
 
+impl Resolved {
     /// Opt the function in to clusters of more than the portable 8 blocks when a launch or query
     /// asks for one (the driver refuses them otherwise).
-    fn allow_cluster(&self, r: &Resolved, cluster: [u32; 3]) -> kernelkit_cuda::Result<()> {
+    fn allow_cluster(&self, cluster: [u32; 3]) -> kernelkit_cuda::Result<()> {
         let blocks = cluster.iter().map(|&c| c as u64).product::<u64>();
-        if blocks <= PORTABLE_CLUSTER_BLOCKS || r.large_clusters.load(Ordering::Relaxed) {
+        if blocks <= PORTABLE_CLUSTER_BLOCKS || self.large_clusters.load(Ordering::Relaxed) {
             return Ok(());
         }
-        driver()?.set_function_attribute(r.func, FuncAttr::NonPortableClusterSizeAllowed, 1)?;
-        r.large_clusters.store(true, Ordering::Relaxed);
+        driver()?.set_function_attribute(self.func, FuncAttr::NonPortableClusterSizeAllowed, 1)?;
+        self.large_clusters.store(true, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -615,7 +617,7 @@ impl Kernel {
         cfg.validate(&self.name).py_err()?;
         let r = self.resolve(device).py_err()?;
         self.allow_shared_mem(device, r, shared_mem).py_err()?;
-        self.allow_cluster(r, cfg.cluster).py_err()?;
+        r.allow_cluster(cfg.cluster).py_err()?;
         let packed = kernelkit_cuda::pack(&self.name, &r.params, &values).py_err()?;
         launch(device, r.func, &self.name, packed, &cfg).map_err(to_py)
     }
@@ -655,7 +657,7 @@ impl Kernel {
         let cluster = dims(cluster, "cluster")?;
         let r = self.resolve(device).py_err()?;
         self.allow_shared_mem(device, r, shared_mem).py_err()?;
-        self.allow_cluster(r, cluster).py_err()?;
+        r.allow_cluster(cluster).py_err()?;
         driver()
             .py_err()?
             .max_active_clusters(device, r.func, block, cluster, shared_mem)

@@ -96,6 +96,7 @@ class RowShape(NamedTuple):
 # layer_norm_backward 4096 x 131072 (its column segments before) 1465.3 -> 899.2; float32 layer_norm 4096 x 131072
 # 1168.1 -> 1152.8; softmax within 0.7%. 16-bit add_rms_norm measured slower (1101.6 -> 1205.2 us) and keeps 8.
 SPLIT_MAX_CTAS = 16
+PORTABLE_CTAS = 8  # the most CTAs of any other split kernel (kernels/common.cuh kMaxClusterCtas)
 
 
 def split_shape(
@@ -121,7 +122,7 @@ def split_shape(
         return None
     e = packs * VEC[dtype]
     ctas = cdiv(cols, 512 * e)
-    if ctas > (min(max_ctas or SPLIT_MAX_CTAS, SPLIT_MAX_CTAS) if fixed_geometry else 8):
+    if ctas > ((max_ctas or SPLIT_MAX_CTAS) if fixed_geometry else PORTABLE_CTAS):
         return None
     r = pow2ceil(cdiv(cols, ctas * e))
     if fixed_geometry and r == 512:

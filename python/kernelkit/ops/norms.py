@@ -19,6 +19,7 @@ from kernelkit.ops._runtime import (
     BLOCK,
     CTYPE,
     FLOATS,
+    PORTABLE_CTAS,
     VEC,
     RowShape,
     acc_dtype,
@@ -230,7 +231,7 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
         for p, m in _SPLIT_FITS.get((name, dtype), [(packs, 2)]) if vec else ():
             expr = f"{name}<{CTYPE[dtype]}, false, {p}, {m}, true>"
             fixed = (name, dtype) in _SPLIT_FIXED
-            most = 8 if (name, dtype) in _SPLIT_PORTABLE else None
+            most = PORTABLE_CTAS if (name, dtype) in _SPLIT_PORTABLE else None
             split = split_shape("norms", expr, p, dtype, cols, dev, split_param_bytes(name, p), fixed, most)
             if split:
                 return split
