@@ -1,18 +1,24 @@
-"""Experiment: the cross-entropy forward's grid, one wave of resident blocks (shipped) against more.
+"""Experiment: the cross-entropy forward's grid and block, the shipped shape against others.
 
-The forward takes 8 rows per 256-thread block (warp rows, up to 2048 packs) and loops over the rows of a grid capped
-at one wave (ops/softmax.py _ce_shape). At 32768 x 4096 that is 4096 row groups on 528 blocks (4 per SM on an H200):
-7.76 per block, so the last of 8 passes runs with three quarters of the blocks. This times the reduced (mean) loss,
-kk_cross_entropy_loss as _ce_reduced_cuda launches it, at caps of 1, 2 and 4 waves and with one block per row group
-(no cap), interleaved (kernelkit.bench._time_interleaved):
+The forward takes one row per warp (warp rows, up to 2048 packs) in 256-thread blocks and loops over the rows of a
+grid capped at two waves of resident blocks for 16-bit types (ops/softmax.py _ce_shape). At 32768 x 4096 on an H200
+that is 32 warps per SM, 4224 in all: 7.76 rows each, so the last of 8 row times runs with three quarters of the
+warps. A variant (W, P, waves) takes blocks of W warps, at most P warps per SM (blocks per SM = min(occupancy,
+P // W)) and a grid of that many waves. Its row times, rows / (P * SMs) rounded up and scaled by P / 32, are what a
+bandwidth-bound launch would take in units of the shipped shape's row time: (7, 28) takes 9 row times of 28 warps,
+252 / 256 of the shipped 8 of 32. This times the reduced (mean) loss, kk_cross_entropy_loss as _ce_reduced_cuda
+launches it, interleaved (kernelkit.bench._time_interleaved):
 
     python3 bench/exp_ce_grid.py --out ce_grid.json
 
-Verdict (H200, h200-2026-11-23-s18/ce-grid.log, when the forward and a second kernel summing its partials made the
-loss): 1, 2 and 4 waves within 1.5% of one another, no cap 0.5-3% slower; the grid stayed at one wave. Session 19's
-run on the one-launch loss (h200-2026-11-23-s19/ce-grid.log) had bf16 32768 x 4096 at 73.8 us on one wave and 72.1 on
-two, as session 18's had (73.3, 72.2), and the other bf16 sizes 0.1-0.8% faster on two, float32 within 0.6% either
-way: the 16-bit forwards take two waves since.
+Verdicts (H200): h200-2026-11-23-s18/ce-grid.log, when the forward and a second kernel summing its partials made the
+loss: 1, 2 and 4 waves of the shipped block within 1.5% of one another, no cap 0.5-3% slower. Session 19's run on the
+one-launch loss (h200-2026-11-23-s19/ce-grid.log) had bf16 32768 x 4096 at 73.8 us on one wave and 72.1 on two, as
+session 18's had (73.3, 72.2), and the other bf16 sizes 0.1-0.8% faster on two, float32 within 0.6% either way: the
+16-bit forwards take two waves since. Session 30 (h200-2026-11-24-s30/ce-grid.log): the shipped shape fastest; the
+variants with fewer row times (28 warps per SM) 0.3-5% slower at bf16 32768 x 4096 (73.3-74.0 us against 72.1, and 79.0
+and 97.7 at 2 and 1 warps per block): a warp's row time does not scale with the warps per SM as a bandwidth-bound
+launch's would, so the last row time's idle quarter is not what holds the forward.
 """
 
 from __future__ import annotations
@@ -22,44 +28,51 @@ import importlib
 import torch
 from sweep_common import interleaved, run_cases
 
-from kernelkit.ops._runtime import cdiv, resident_blocks, tickets
+from kernelkit.ops._runtime import cdiv, sm_count, tickets
 
 # the module (kernelkit.ops.softmax is the op function)
 softmax = importlib.import_module("kernelkit.ops.softmax")
-SIZES = [(32768, 4096), (32768, 8192), (8192, 65536)]
-WAVES = [1, 2, 4, None]  # None: no cap
+SIZES = [(32768, 4096), (32768, 8192)]
+# (warps per block, warps per SM at most, waves); the first is the shipped shape for 16-bit types
+VARIANTS = [(8, 32, 2), (8, 32, 1), (7, 28, 2), (7, 28, 1), (4, 28, 1), (2, 28, 1), (1, 28, 1), (9, 27, 1), (6, 30, 1)]
 
 
 def time_case(rows, cols, dtype, copy, reps):
     logits = torch.randn(rows, cols, dtype=dtype, device="cuda")
     target = torch.randint(0, cols, (rows,), device="cuda")
-    k, block, per_block, _ = softmax._ce_shape("kk_cross_entropy_loss", dtype, cols, 0, dtype)
-    one_wave = resident_blocks(k, block, 0)
+    k, _, _, _ = softmax._ce_shape("kk_cross_entropy_loss", dtype, cols, 0, dtype)
+    sms = sm_count(0)
     stats = torch.empty(rows, 2, device="cuda")
     ticket = tickets(0, 1)
-    calls, outs = {}, {}
-    for waves in WAVES:
-        grid = cdiv(rows, per_block) if waves is None else min(cdiv(rows, per_block), waves * one_wave)
+    calls, outs, units = {}, {}, {}
+    for warps, per_sm, waves in VARIANTS:
+        block = 32 * warps
+        blocks_per_sm = min(k.occupancy(block, 0, 0), per_sm // warps)
+        grid = min(cdiv(rows, warps), waves * blocks_per_sm * sms)
         partial = torch.empty(2 * grid, device="cuda")
         loss = torch.empty((), dtype=dtype, device="cuda")
         divisor = torch.empty((), device="cuda")
 
-        def run(grid=grid, partial=partial, loss=loss, divisor=divisor):
+        def run(grid=grid, block=block, partial=partial, loss=loss, divisor=divisor):
             args = (logits, target, stats, partial, ticket, 1, loss, divisor, rows, cols, -100, 0.0)
             k.launch(grid, block, args)
 
-        tag = f"grid {grid}" + (" (no cap)" if waves is None else f" ({waves} wave{'s' if waves > 1 else ''})")
+        resident = blocks_per_sm * warps
+        tag = f"{warps} warps x {blocks_per_sm}/SM, {waves} wave{'s' if waves > 1 else ''}"
         calls[tag] = [run]
+        units[tag] = cdiv(rows, resident * sms) * resident / 32
         run()
         outs[tag] = loss.float().item()
     ref = torch.nn.functional.cross_entropy(logits.float(), target).item()
     out = []
     for tag, us, pct, _ in interleaved(calls, reps, logits.nbytes, copy):
         print(
-            f"cross_entropy {str(dtype)[6:]:8s} {rows}x{cols:<6d} {tag:22s} {us:7.1f} us {pct:5.1f}%  "
-            f"loss {outs[tag]:.6f} (torch float32 {ref:.6f})"
+            f"cross_entropy {str(dtype)[6:]:8s} {rows}x{cols:<6d} {tag:26s} row times {units[tag]:5.2f} {us:7.1f} us "
+            f"{pct:5.1f}%  loss {outs[tag]:.6f} (torch float32 {ref:.6f})"
         )
-        out.append(dict(dtype=str(dtype)[6:], size=f"{rows}x{cols}", variant=tag, us=us, pct_copy=pct))
+        out.append(
+            dict(dtype=str(dtype)[6:], size=f"{rows}x{cols}", variant=tag, row_times=units[tag], us=us, pct_copy=pct)
+        )
     return out
 
 
