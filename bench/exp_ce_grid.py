@@ -10,6 +10,7 @@ bandwidth-bound launch would take in units of the shipped shape's row time: (7, 
 launches it, interleaved (kernelkit.bench._time_interleaved):
 
     python3 bench/exp_ce_grid.py --out ce_grid.json
+    python3 bench/exp_ce_grid.py --source DIR --out ce_grid.json   # softmax.cu and common.cuh from DIR
 
 Verdicts (H200): h200-2026-11-23-s18/ce-grid.log, when the forward and a second kernel summing its partials made the
 loss: 1, 2 and 4 waves of the shipped block within 1.5% of one another, no cap 0.5-3% slower. Session 19's run on the
@@ -18,23 +19,30 @@ session 18's had (73.3, 72.2), and the other bf16 sizes 0.1-0.8% faster on two, 
 16-bit forwards take two waves since. Session 30 (h200-2026-11-24-s30/ce-grid.log): the shipped shape fastest; the
 variants with fewer row times (28 warps per SM) 0.3-5% slower at bf16 32768 x 4096 (73.3-74.0 us against 72.1, and 79.0
 and 97.7 at 2 and 1 warps per block): a warp's row time does not scale with the warps per SM as a bandwidth-bound
-launch's would, so the last row time's idle quarter is not what holds the forward.
+launch's would, so the last row time's idle quarter is not what holds the forward. With the release ticket
+(ce-grid2.log) 3, 4 and 8 waves and no cap took 74.1, 74.2, 79.3 and 79.2 us against 71.9 on two.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import sys
 
 import torch
-from sweep_common import interleaved, run_cases
+from sweep_common import interleaved, run_cases, source_variant
 
+from kernelkit.ops import _runtime
 from kernelkit.ops._runtime import cdiv, sm_count, tickets
 
 # the module (kernelkit.ops.softmax is the op function)
 softmax = importlib.import_module("kernelkit.ops.softmax")
+_shipped = _runtime._module
 SIZES = [(32768, 4096), (32768, 8192)]
-# (warps per block, warps per SM at most, waves); the first is the shipped shape for 16-bit types
-VARIANTS = [(8, 32, 2), (8, 32, 1), (7, 28, 2), (7, 28, 1), (4, 28, 1), (2, 28, 1), (1, 28, 1), (9, 27, 1), (6, 30, 1)]
+# (warps per block, warps per SM at most, waves: 0 for a block per W rows, no cap); the first is the shipped shape for
+# 16-bit types
+VARIANTS = [(8, 32, 2), (8, 32, 1), (8, 32, 3), (8, 32, 4), (8, 32, 8), (8, 32, 0), (7, 28, 2), (7, 28, 1), (4, 28, 1)]
+VARIANTS += [(2, 28, 1), (1, 28, 1), (9, 27, 1), (6, 30, 1)]
 
 
 def time_case(rows, cols, dtype, copy, reps):
@@ -48,7 +56,7 @@ def time_case(rows, cols, dtype, copy, reps):
     for warps, per_sm, waves in VARIANTS:
         block = 32 * warps
         blocks_per_sm = min(k.occupancy(block, 0, 0), per_sm // warps)
-        grid = min(cdiv(rows, warps), waves * blocks_per_sm * sms)
+        grid = min(cdiv(rows, warps), (waves or rows) * blocks_per_sm * sms)
         partial = torch.empty(2 * grid, device="cuda")
         loss = torch.empty((), dtype=dtype, device="cuda")
         divisor = torch.empty((), device="cuda")
@@ -58,7 +66,8 @@ def time_case(rows, cols, dtype, copy, reps):
             k.launch(grid, block, args)
 
         resident = blocks_per_sm * warps
-        tag = f"{warps} warps x {blocks_per_sm}/SM, {waves} wave{'s' if waves > 1 else ''}"
+        span = f"{waves} wave{'s' if waves > 1 else ''}" if waves else "no cap"
+        tag = f"{warps} warps x {blocks_per_sm}/SM, {span}"
         calls[tag] = [run]
         units[tag] = cdiv(rows, resident * sms) * resident / 32
         run()
@@ -77,6 +86,15 @@ def time_case(rows, cols, dtype, copy, reps):
 
 
 def main() -> None:
+    # --source DIR: time softmax.cu and common.cuh from DIR (a variant of the kernel) instead of the shipped ones
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--source")
+    a, sys.argv[1:] = ap.parse_known_args()
+    if a.source:
+        variant = source_variant(
+            "softmax", source=open(f"{a.source}/softmax.cu").read(), common=open(f"{a.source}/common.cuh").read()
+        )
+        _runtime._module = lambda family: variant if family == "softmax" else _shipped(family)
     run_cases([(rows, cols, dtype) for rows, cols in SIZES for dtype in (torch.bfloat16, torch.float32)], time_case)
 
 
