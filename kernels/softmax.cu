@@ -882,7 +882,22 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
   if (!kk::last_arrival(ticket, gridDim.x)) return;
   A s = A(0);
   double c = 0.0;
-  for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) {
+  // Each thread's first kAhead partials loaded at once: one L2 round trip where the loop took one per step (H200:
+  // bf16 32768 x 4096 71.9 -> 71.1 us, bitwise equal; h200-2026-11-24-s30/ab-ce-sum-ahead.json).
+  constexpr int kAhead = 8;
+  A ps[kAhead], pc[kAhead];
+#pragma unroll
+  for (int k = 0; k < kAhead; ++k) {
+    const unsigned i = threadIdx.x + k * blockDim.x;
+    ps[k] = i < gridDim.x ? __ldcg(partial + 2 * i) : A(0);
+    pc[k] = i < gridDim.x ? __ldcg(partial + 2 * i + 1) : A(0);
+  }
+#pragma unroll
+  for (int k = 0; k < kAhead; ++k) {
+    s += ps[k];
+    c += (double)pc[k];
+  }
+  for (unsigned i = threadIdx.x + kAhead * blockDim.x; i < gridDim.x; i += blockDim.x) {
     s += __ldcg(partial + 2 * i);
     c += (double)__ldcg(partial + 2 * i + 1);
   }
