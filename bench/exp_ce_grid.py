@@ -26,75 +26,48 @@ launch's would, so the last row time's idle quarter is not what holds the forwar
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 import torch
-from sweep_common import interleaved, run_cases, source_variant
+from ce_launches import CeLaunches
+from sweep_common import run_cases, source_variant
 
 from kernelkit.ops import _runtime
-from kernelkit.ops._runtime import cdiv, sm_count, tickets
+from kernelkit.ops._runtime import cdiv, sm_count
 
-# the module (kernelkit.ops.softmax is the op function)
-softmax = importlib.import_module("kernelkit.ops.softmax")
-_shipped = _runtime._module
 SIZES = [(32768, 4096), (32768, 8192)]
 # (warps per block, warps per SM at most, waves: 0 for a block per W rows, no cap); the first is the shipped shape for
 # 16-bit types
 VARIANTS = [(8, 32, 2), (8, 32, 1), (8, 32, 3), (8, 32, 4), (8, 32, 8), (8, 32, 0), (7, 28, 2), (7, 28, 1), (4, 28, 1)]
 VARIANTS += [(2, 28, 1), (1, 28, 1), (9, 27, 1), (6, 30, 1)]
+_source = None  # --source: the softmax module to time instead of the shipped one
 
 
 def time_case(rows, cols, dtype, copy, reps):
-    logits = torch.randn(rows, cols, dtype=dtype, device="cuda")
-    target = torch.randint(0, cols, (rows,), device="cuda")
-    k, _, _, _ = softmax._ce_shape("kk_cross_entropy_loss", dtype, cols, 0, dtype)
+    case = CeLaunches(dtype, rows, cols)
+    module = _source or _runtime._module("softmax")
+    k = case.kernel(module, True)
     sms = sm_count(0)
-    stats = torch.empty(rows, 2, device="cuda")
-    ticket = tickets(0, 1)
-    calls, outs, units = {}, {}, {}
     for warps, per_sm, waves in VARIANTS:
         block = 32 * warps
         blocks_per_sm = min(k.occupancy(block, 0, 0), per_sm // warps)
         grid = min(cdiv(rows, warps), (waves or rows) * blocks_per_sm * sms)
-        partial = torch.empty(2 * grid, device="cuda")
-        loss = torch.empty((), dtype=dtype, device="cuda")
-        divisor = torch.empty((), device="cuda")
-
-        def run(grid=grid, block=block, partial=partial, loss=loss, divisor=divisor):
-            args = (logits, target, stats, partial, ticket, 1, loss, divisor, rows, cols, -100, 0.0)
-            k.launch(grid, block, args)
-
         resident = blocks_per_sm * warps
         span = f"{waves} wave{'s' if waves > 1 else ''}" if waves else "no cap"
-        tag = f"{warps} warps x {blocks_per_sm}/SM, {span}"
-        calls[tag] = [run]
-        units[tag] = cdiv(rows, resident * sms) * resident / 32
-        run()
-        outs[tag] = loss.float().item()
-    ref = torch.nn.functional.cross_entropy(logits.float(), target).item()
-    out = []
-    for tag, us, pct, _ in interleaved(calls, reps, logits.nbytes, copy):
-        print(
-            f"cross_entropy {str(dtype)[6:]:8s} {rows}x{cols:<6d} {tag:26s} row times {units[tag]:5.2f} {us:7.1f} us "
-            f"{pct:5.1f}%  loss {outs[tag]:.6f} (torch float32 {ref:.6f})"
-        )
-        out.append(
-            dict(dtype=str(dtype)[6:], size=f"{rows}x{cols}", variant=tag, row_times=units[tag], us=us, pct_copy=pct)
-        )
-    return out
+        row_times = cdiv(rows, resident * sms) * resident / 32
+        case.add(f"{warps} warps x {blocks_per_sm}/SM, {span}", module, True, block, grid, row_times=row_times)
+    return case.report(copy, reps)
 
 
 def main() -> None:
+    global _source
     # --source DIR: time softmax.cu and common.cuh from DIR (a variant of the kernel) instead of the shipped ones
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--source")
     a, sys.argv[1:] = ap.parse_known_args()
     if a.source:
-        variant = source_variant(
-            "softmax", source=open(f"{a.source}/softmax.cu").read(), common=open(f"{a.source}/common.cuh").read()
-        )
-        _runtime._module = lambda family: variant if family == "softmax" else _shipped(family)
+        with open(f"{a.source}/softmax.cu") as src, open(f"{a.source}/common.cuh") as common:
+            _source = source_variant("softmax", source=src.read(), common=common.read())
     run_cases([(rows, cols, dtype) for rows, cols in SIZES for dtype in (torch.bfloat16, torch.float32)], time_case)
 
 

@@ -12,10 +12,11 @@ the per-row forward (sweep_common.interleaved):
 """
 
 import torch
-from sweep_common import interleaved, run_cases, source_variant
+from ce_launches import CeLaunches
+from sweep_common import run_cases, source_variant
 
 from kernelkit.ops import _runtime
-from kernelkit.ops._runtime import resident_blocks, tickets
+from kernelkit.ops._runtime import resident_blocks
 
 CASES = [(torch.bfloat16, 32768, 4096), (torch.bfloat16, 32768, 8192), (torch.float32, 32768, 4096)]
 GROUPS = [4, 16, 64]
@@ -44,52 +45,18 @@ template <unsigned K> __device__ __forceinline__ bool last_arrival_grouped(unsig
 
 
 def time_case(dtype, rows, cols, copy, reps):
-    x = torch.randn(rows, cols, device="cuda", dtype=dtype)
-    t = torch.randint(0, cols, (rows,), device="cuda")
-    ct = _runtime.CTYPE[dtype]
+    case = CeLaunches(dtype, rows, cols)
     shipped = _runtime._module("softmax")
-    stats = torch.empty(rows, 2, device="cuda")
-    per_row = torch.empty(rows, device="cuda")
-    ticket = tickets(0, 1024)
-    waves = 2 if dtype.itemsize == 2 else 1
-    calls, outs = {}, {}
-
-    def add(tag, mod, reduce):
-        k = mod.kernel(f"kk_cross_entropy_loss<{ct}, {ct}>" if reduce else f"kk_cross_entropy_fwd<{ct}>")
-        grid = min(rows // 8, waves * resident_blocks(k, 256, 0))
-        partial = torch.empty(2 * grid, device="cuda")
-        loss = torch.empty((), dtype=dtype, device="cuda")
-        divisor = torch.empty((), device="cuda")
-        if reduce:
-            args = (x, t, stats, partial, ticket, 1, loss, divisor, rows, cols, -100, 0.0)
-        else:
-            args = (x, t, per_row, stats, rows, cols, -100, 0.0)
-
-        def run():
-            k.launch(grid, 256, args)
-
-        run()
-        torch.cuda.synchronize()
-        outs[tag] = (loss if reduce else per_row.mean()).float().item()
-        calls[tag] = [run]
-
-    add("none (per-row losses)", shipped, False)
-    add("mean, one ticket", shipped, True)
+    grid = min(rows // 8, (2 if dtype.itemsize == 2 else 1) * resident_blocks(case.kernel(shipped, True), 256, 0))
+    case.add("none (per-row losses)", shipped, False, 256, grid)
+    case.add("mean, one ticket", shipped, True, 256, grid)
     for k in GROUPS:
         subs = [
             (r"// kk_cross_entropy_loss: the mean", GROUPED),
             (r"kk::last_arrival\(ticket, gridDim.x\)", f"last_arrival_grouped<{k}>(ticket, gridDim.x)"),
         ]
-        add(f"mean, {k} ticket groups", source_variant("softmax", subs), True)
-    ref = torch.nn.functional.cross_entropy(x.float(), t).item()
-    out = []
-    for tag, us, pct, _ in interleaved(calls, reps, x.nbytes, copy):
-        print(
-            f"cross_entropy {str(dtype)[6:]:8s} {rows}x{cols:<5d} {tag:24s} {us:7.1f} us {pct:5.1f}%  "
-            f"loss {outs[tag]:.5f} (torch float32 {ref:.5f})"
-        )
-        out.append(dict(dtype=str(dtype)[6:], size=f"{rows}x{cols}", variant=tag, us=us, pct_copy=pct))
-    return out
+        case.add(f"mean, {k} ticket groups", source_variant("softmax", subs), True, 256, grid)
+    return case.report(copy, reps)
 
 
 def main() -> None:

@@ -1181,8 +1181,8 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   (occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, R*Y, S)). No dynamic shared memory
 //   (S = 0), except for kk_layer_norm_fwd (below).
 //   SPLIT = true (sm_90+, 16-byte path, TAIL = false): each row is split over the S CTAs of a cluster,
-//   grid (G, S), cluster dims (1, S, 1), block (R, 1), cols <= NP * VEC * R * S, S <= 8 (16 with CTAS); G = the resident
-//   clusters (cuOccupancyMaxActiveClusters) looping over rows is fastest. A mismatched launch traps.
+//   grid (G, S), cluster dims (1, S, 1), block (R, 1), cols <= NP * VEC * R * S, S <= 8 (16 with CTAS); G = the
+//   resident clusters (cuOccupancyMaxActiveClusters) looping over rows is fastest. A mismatched launch traps.
 //   Split rows store y (and the backwards gx) evict-first (st.global.cs); at 8192 x 65536 on an H200
 //   (bench/ab_source.py, h200-2026-11-22-s15): bf16 rms_norm 617.5 -> 571.7 us, layer_norm 652.6 -> 617.5,
 //   float32 layer_norm 1247.8 -> 1188.8, layer_norm_backward 1613.8 -> 1566.3, the rest within 1%. add_rms_norm's
@@ -1190,7 +1190,8 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   2.7% slower with it (float32 rms_norm 32768 x 8192), except the backwards with shared-memory slots (SMEM):
 //   float32 layer_norm_backward 32768 x 8192 842.7 -> 818.8 us, the others within 0.8%.
 //   CTAS > 0 (SPLIT): blocks of 512 threads in clusters of CTAS <= 16 (non-portable beyond 8: the launch opts the
-//   kernel in), fixed at compile time, as kk_layer_norm_fwd's (anything else traps). bf16 8192 x 65536 535.7 -> 526.0 us, bitwise equal (h200-2026-11-24-s27/ab-fixed-rms.json).
+//   kernel in), fixed at compile time, as kk_layer_norm_fwd's (anything else traps). bf16 8192 x 65536 535.7 ->
+//   526.0 us, bitwise equal (h200-2026-11-24-s27/ab-fixed-rms.json).
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
           int CTAS = 0>
 __global__ void __launch_bounds__(512, MINB)

@@ -778,9 +778,10 @@ __device__ __forceinline__ void check_block() {
 //         streaming code, which leaves registers for more blocks per SM: B = roundup(ceil(nv / RP), 32),
 //         grid = rows. Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 4 with MINB 2 up to
 //         4096 columns, then RP 8 with MINB 2; float32 RP 8 with MINB 2 (94-96% of copy at 4096 and 8192).
-//   SPLIT = true (with HELD; sm_90+, 16-byte path, else it traps): a row split over a cluster of S <= 8 CTAs (16 with CTAS),
-//         grid (G, S) with cluster dims (1, S, 1), each CTA holding its part in registers (nv <= RP * B * S);
-//         G = the resident clusters, which loop over rows. ops/softmax.py's _SPLIT_FITS says where it is faster.
+//   SPLIT = true (with HELD; sm_90+, 16-byte path, else it traps): a row split over a cluster of S <= 8 CTAs (16
+//         with CTAS), grid (G, S) with cluster dims (1, S, 1), each CTA holding its part in registers
+//         (nv <= RP * B * S); G = the resident clusters, which loop over rows. ops/softmax.py's _SPLIT_FITS says
+//         where it is faster.
 //         y (gx) stored evict-first, as in kernels/norms.cu: bf16 8192 x 65536 584.3 -> 568.8 us, the rest within 1%.
 //   occ = cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel, B, S).
 // RP: register packs per thread (default 4). MAXT, MINB:
