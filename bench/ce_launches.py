@@ -1,5 +1,5 @@
 """Direct launches of the cross-entropy forward kernels on one case, for the experiments that time their grid,
-block or source (exp_ce_grid.py, exp_ce_block_rows.py, exp_ce_tickets.py).
+block or source (exp_ce_grid.py, exp_ce_block_rows.py, exp_ce_finish.py).
 
     case = CeLaunches(torch.bfloat16, 32768, 4096)
     case.add("mean, shipped", module, reduce=True, block=256, grid=1056)
@@ -12,12 +12,13 @@ import torch
 from sweep_common import interleaved
 
 from kernelkit.jit import Module
-from kernelkit.ops._runtime import CTYPE, tickets
+from kernelkit.ops._runtime import CTYPE
+from kernelkit.ops.softmax import _loss_frac_bits
 
 
 class CeLaunches:
     """Random logits and targets of one (dtype, rows, cols), and the launches added for them: reduce=True is
-    kk_cross_entropy_loss (the mean, into its own partials on a shared ticket), else kk_cross_entropy_fwd (per-row
+    kk_cross_entropy_loss (the mean, on its own spill slots and words), else kk_cross_entropy_fwd (per-row
     losses, reported as their mean)."""
 
     def __init__(self, dtype: torch.dtype, rows: int, cols: int):
@@ -26,7 +27,6 @@ class CeLaunches:
         self.t = torch.randint(0, cols, (rows,), device="cuda")
         self.stats = torch.empty(rows, 2, device="cuda")
         self.per_row = torch.empty(rows, device="cuda")
-        self.ticket = tickets(0, 1024)  # room for experiments' counters beyond the first
         self.calls: dict = {}
         self.outs: dict = {}
         self.info: dict = {}
@@ -40,10 +40,12 @@ class CeLaunches:
         k = self.kernel(module, reduce)
         rows, cols = self.rows, self.cols
         if reduce:
-            partial = torch.empty(2 * grid, device="cuda")
+            spill = torch.full((grid,), -1, dtype=torch.int64, device="cuda")
+            words = torch.zeros(2, dtype=torch.int64, device="cuda")
             loss = torch.empty((), dtype=self.dtype, device="cuda")
             divisor = torch.empty((), device="cuda")
-            args = (self.x, self.t, self.stats, partial, self.ticket, 1, loss, divisor, rows, cols, -100, 0.0)
+            frac_bits = _loss_frac_bits(rows, grid, block // 32)  # at most a row per warp, whichever the teams
+            args = (self.x, self.t, self.stats, spill, words, frac_bits, 1, loss, divisor, rows, cols, -100, 0.0)
         else:
             loss = self.per_row
             args = (self.x, self.t, self.per_row, self.stats, rows, cols, -100, 0.0)

@@ -36,9 +36,10 @@ def main() -> None:
     loss = torch.empty((), device="cuda", dtype=torch.bfloat16)
     stats = torch.empty(rows, 2, device="cuda")
     divisor = torch.empty((), device="cuda")
-    k, grid, block = softmax._ce_grid(logits, "kk_cross_entropy_loss", torch.bfloat16)
-    partial, ticket = scratch(0, 2 * grid, torch.float32)
-    args = (logits, target, stats, partial, ticket, 1, loss, divisor, rows, cols, -100, 0.0)
+    k, grid, block, per_block = softmax._ce_grid(logits, "kk_cross_entropy_loss", torch.bfloat16)
+    spill, words = scratch(0, grid)
+    frac_bits = softmax._loss_frac_bits(rows, grid, per_block)
+    args = (logits, target, stats, spill, words, frac_bits, 1, loss, divisor, rows, cols, -100, 0.0)
 
     cases = {
         "kernelkit.ops.cross_entropy": lambda: kernelkit.ops.cross_entropy(logits, target),
@@ -47,7 +48,7 @@ def main() -> None:
             logits, target, -100, 0.0, True, None, loss, stats, divisor
         ),
         "the launch": lambda: k.launch(grid, block, args),
-        "scratch (partials and ticket)": lambda: scratch(0, 2 * grid, torch.float32),
+        "scratch (spill slots and words)": lambda: scratch(0, grid),
         "stats.new_empty(64, 2)": lambda: stats.new_empty(64, 2),
         "torch F.cross_entropy": lambda: torch.nn.functional.cross_entropy(logits, target),
         "torch.empty_like(stats)": lambda: torch.empty_like(stats),

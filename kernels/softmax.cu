@@ -578,7 +578,8 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
                                     ignore_index, ls, red, parity, part);
   }
   if (partial == nullptr) return;
-  // The block's partial: its teams' sums added in warp order (deterministic for a given grid and block).
+  // The block's partial, in thread 0's partial[0..1]: its teams' sums added in warp order (deterministic for a given
+  // grid and block).
   __shared__ A teams[2 * 32];
   const int warp = threadIdx.x >> 5;
   if (warp_team && (threadIdx.x & 31) == 0) {
@@ -594,8 +595,8 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
         part[1] += teams[2 * w + 1];
       }
     }
-    partial[2 * blockIdx.x] = part[0];
-    partial[2 * blockIdx.x + 1] = part[1];
+    partial[0] = part[0];
+    partial[1] = part[1];
   }
 }
 
@@ -762,6 +763,75 @@ __device__ __forceinline__ void check_block() {
   if (blockDim.x & 31u) __trap();  // teams are whole warps
 }
 
+// ---------------------------------------------------------------- the reduced loss's finish
+// Two 64-bit words per launch, zeroed before it and set back to 0 by its last block. words[0]: arrivals (bits 53-63)
+// and the blocks' partial sums in fixed point, units of 2^-frac_bits (bits 0-52); words[1]: arrivals, blocks whose
+// partial spilled (bits 42-52) and rows counted (bits 0-41). Integer adds are exact in any order, so the sum is
+// deterministic with relaxed atomics and no fence: each block's end is one L2 round trip, and the last block has the
+// whole sum without reading anything back.
+constexpr unsigned long long kArrival = 1ull << 53, kSpilled = 1ull << 42;
+constexpr unsigned kLossMaxBlocks = 2047;       // arrivals fit 11 bits
+constexpr double kFixedLimit = 4398046511104.0;  // 2^42: 2047 blocks' units stay below 2^53
+constexpr unsigned long long kSpillEmpty = ~0ull;  // a spill slot with no partial (no arithmetic NaN has these bits)
+
+struct LossTotals {
+  unsigned long long sum, tally;  // both words once every block has arrived
+};
+
+// Thread 0 of each block, once: adds the block's partial (sum p of its rows' losses, c rows counted) to both words.
+// A partial outside [0, 2^(42 - frac_bits)) (NaN, inf, a negative rounding, a huge loss) and every double partial
+// is stored to spill[blockIdx.x] instead, published by a release on words[1]. True in the block that arrives last,
+// with the totals: it has polled words[0] until every block's sum is in, set both words back to 0 and, where a
+// partial spilled, fenced so that the spill slots read after it are current.
+template <typename A>
+__device__ __forceinline__ bool loss_arrive(A p, A c, int frac_bits, double* spill, unsigned long long* words,
+                                            LossTotals& w) {
+  const double scaled = ldexp((double)p, frac_bits);
+  const bool spills = sizeof(A) == 8 || !(scaled >= 0.0 && scaled < kFixedLimit);
+  const unsigned long long add = kArrival + (spills ? 0ull : (unsigned long long)llrint(scaled));
+  const unsigned long long tally = kArrival + (spills ? kSpilled : 0ull) + (unsigned long long)c;
+  unsigned long long sum, count;
+  if (spills) {
+    spill[blockIdx.x] = (double)p;
+    asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(sum) : "l"(words), "l"(add) : "memory");
+    asm volatile("atom.release.gpu.global.add.u64 %0, [%1], %2;" : "=l"(count) : "l"(words + 1), "l"(tally) : "memory");
+  } else {
+    asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(sum) : "l"(words), "l"(add) : "memory");
+    asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(count) : "l"(words + 1), "l"(tally) : "memory");
+  }
+  w.sum = sum + add;
+  w.tally = count + tally;
+  if ((w.tally >> 53) != gridDim.x) return false;
+  // Every block's sum is on its way (each adds it before its tally); it is usually in already.
+  while ((w.sum >> 53) != gridDim.x)
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w.sum) : "l"(words) : "memory");
+  words[0] = 0ull;
+  words[1] = 0ull;
+  // Acquire: the spilling blocks' releases head release sequences that this block's read of words[1] is in.
+  if (w.tally & (kArrival - kSpilled)) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  return true;
+}
+
+// The last block, every thread: the spilled partials in block order (a fixed tree over the block, so deterministic
+// for a given grid and block), their slots set back to empty; the total in thread 0.
+__device__ __forceinline__ double spilled_sum(double* spill) {
+  double s = 0.0;
+  for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) {
+    const unsigned long long bits = (unsigned long long)__ldcg((const long long*)spill + i);
+    if (bits == kSpillEmpty) continue;
+    s += __longlong_as_double((long long)bits);
+    ((unsigned long long*)spill)[i] = kSpillEmpty;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+  __shared__ double warp_sums[32];
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = s;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < (int)(blockDim.x >> 5); ++w) s += warp_sums[w];
+  return s;
+}
+
 }  // namespace kk_sm
 
 // ================================================================= kernels
@@ -860,68 +930,46 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_fwd(const T* logits, const lo
 }
 
 // kk_cross_entropy_loss: the mean (mean != 0) or sum of kk_cross_entropy_fwd's row losses in one launch, and its
-// stats. Each block writes its (sum of losses, rows not ignored) to partial[2 * blockIdx.x]; the block that ends
-// last (kk::last_arrival, as kernels/gelu.cu's) adds them in block order: deterministic for a given grid and
-// block. loss[0] = round_O(sum / count) when mean (0 / 0 = NaN when every target is ignored, as torch), else
-// round_O(sum), computed in A (sums) and double (counts); divisor[0] = count (mean) or 1 (sum), the backward's
-// scale divisor. One launch where a second kernel summed the partials before: that kernel's launch and the
-// partials' allocation were a quarter of the op's host time.
-// Launch: as kk_cross_entropy_fwd, with a grid of at least 1 (rows may be 0); partial holds 2 * grid values.
+// stats. Each block adds its (sum of losses, rows not ignored) to words (kk_sm::loss_arrive: fixed point in units of
+// 2^-frac_bits, exact integer adds, one relaxed round trip per block), and the block that arrives last writes
+// loss[0] = round_O(total / count) when mean (0 / 0 = NaN when every target is ignored, as torch), else round_O(total),
+// in double; divisor[0] = count (mean) or 1 (sum), the backward's scale divisor. Deterministic: the words' integers
+// do not depend on the order of arrival, and spilled partials (see loss_arrive) are added in block order.
+// frac_bits = 36 - ceil(log2(the most rows a block takes)), clamped to [0, 36], keeps a block's partial in the fixed
+// point while its rows' mean loss is below 64; the rounding to its units errs by less than (rows + 8 * grid) * 2^-36 in
+// the total. H200, bf16 32768 x 4096: 71.8 -> 70.1 us against session 30's ticket and last block reading every
+// partial back (h200-2026-11-24-s31/ce-finish.log).
+// Launch: as kk_cross_entropy_fwd, with a grid of 1 to kLossMaxBlocks (else it traps; rows may be 0); words: two
+// zeroed 64-bit words, spill: grid doubles whose bits are all ones (both left so for the next launch).
 template <typename T, typename O, int U = kk_sm::kU<T>, int MAXR = sizeof(T) == 8 ? 80 : 64>
 __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const long long* target,
-                                                              typename kk::Acc<T>::type* stats,
-                                                              typename kk::Acc<T>::type* partial, unsigned* ticket,
-                                                              int mean, O* loss, typename kk::Acc<T>::type* divisor,
+                                                              typename kk::Acc<T>::type* stats, double* spill,
+                                                              unsigned long long* words, int frac_bits, int mean,
+                                                              O* loss, typename kk::Acc<T>::type* divisor,
                                                               long long rows, long long cols, long long ignore_index,
                                                               double label_smoothing) {
   using A = typename kk::Acc<T>::type;
   __shared__ A red[2 * 32 * 3];
+  __shared__ int spilled;  // in the last block: how many partials spilled; -1 in the others
   kk_sm::check_block();
-  // Every block writes its partial, so none returns early; rows without columns count as none.
-  kk_sm::ce_fwd<T, U>(logits, target, nullptr, stats, partial, cols > 0 ? rows : 0, cols, ignore_index,
-                      label_smoothing, red);
-  if (!kk::last_arrival(ticket, gridDim.x)) return;
-  A s = A(0);
-  double c = 0.0;
-  // Each thread's first kAhead partials loaded at once: one L2 round trip where the loop took one per step (H200:
-  // bf16 32768 x 4096 71.9 -> 71.1 us, bitwise equal; h200-2026-11-24-s30/ab-ce-sum-ahead.json).
-  constexpr int kAhead = 8;
-  A ps[kAhead], pc[kAhead];
-#pragma unroll
-  for (int k = 0; k < kAhead; ++k) {
-    const unsigned i = threadIdx.x + k * blockDim.x;
-    ps[k] = i < gridDim.x ? __ldcg(partial + 2 * i) : A(0);
-    pc[k] = i < gridDim.x ? __ldcg(partial + 2 * i + 1) : A(0);
-  }
-#pragma unroll
-  for (int k = 0; k < kAhead; ++k) {
-    s += ps[k];
-    c += (double)pc[k];
-  }
-  for (unsigned i = threadIdx.x + kAhead * blockDim.x; i < gridDim.x; i += blockDim.x) {
-    s += __ldcg(partial + 2 * i);
-    c += (double)__ldcg(partial + 2 * i + 1);
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    s += __shfl_down_sync(0xffffffffu, s, o);
-    c += __shfl_down_sync(0xffffffffu, c, o);
-  }
-  __shared__ A warp_sums[32];
-  __shared__ double warp_counts[32];
-  if ((threadIdx.x & 31) == 0) {
-    warp_sums[threadIdx.x >> 5] = s;
-    warp_counts[threadIdx.x >> 5] = c;
+  if (gridDim.x > kk_sm::kLossMaxBlocks) __trap();
+  // Every block arrives, so none returns early; rows without columns count as none.
+  A part[2] = {A(0), A(0)};  // thread 0's
+  kk_sm::ce_fwd<T, U>(logits, target, nullptr, stats, part, cols > 0 ? rows : 0, cols, ignore_index, label_smoothing,
+                      red);
+  kk_sm::LossTotals w;
+  if (threadIdx.x == 0) {
+    const bool last = kk_sm::loss_arrive(part[0], part[1], frac_bits, spill, words, w);
+    spilled = last ? (int)((w.tally >> 42) & 2047ull) : -1;
   }
   __syncthreads();
+  if (spilled < 0) return;
+  const double extra = spilled ? kk_sm::spilled_sum(spill) : 0.0;
   if (threadIdx.x == 0) {
-    for (int w = 1; w < (int)(blockDim.x >> 5); ++w) {
-      s += warp_sums[w];
-      c += warp_counts[w];
-    }
-    const A d = mean ? (A)c : A(1);
-    divisor[0] = d;
-    loss[0] = kk::from_acc<O>((kk::acc_t<O>)(mean ? s / d : s));
+    const double total = ldexp((double)(w.sum & (kk_sm::kArrival - 1)), -frac_bits) + extra;
+    const double count = (double)(w.tally & (kk_sm::kSpilled - 1));
+    divisor[0] = mean ? (A)count : A(1);
+    loss[0] = kk::from_acc<O>((kk::acc_t<O>)(mean ? total / count : total));
   }
 }
 

@@ -7,8 +7,9 @@ import torch
 
 import kernelkit.ops as K
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import CTYPE, has_clusters, kernel
+from kernelkit.ops._runtime import CTYPE, has_clusters, kernel, scratch
 from kernelkit.ops.softmax import (
+    _ce_grid,
     _cross_entropy,
     _cross_entropy_reduced,
     _softmax_shape,
@@ -694,9 +695,54 @@ def test_cross_entropy_reduced_over_many_blocks(dtype, rows):
     assert torch.equal(first, again) or (first.isnan() and again.isnan() and (target == -100).all())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("scale", [0.05, 20.0])
+def test_cross_entropy_reduced_fixed_point_error(dtype, scale):
+    """The loss kernel adds its blocks' float32 partials in fixed point, units of 2^-frac_bits. Against the float64
+    sum of the same kernels' per-row losses (reduction none), the float64 mean errs by at most the blocks' float32
+    sums (a row per term, at most `most` terms each) and the fixed point's rounding, (rows + 8 grid) * 2^-36 in all.
+    Row losses near log(64) (scale 0.05) and near 50 (scale 20, short of the 64 where a block would spill)."""
+    rows, cols = 70001, 64
+    x = rand(rows, cols, dtype, scale=scale)
+    target = torch.randint(0, cols, (rows,), device="cuda")
+    target[::5] = -100
+    per_row = _cross_entropy(x, target, -100, 0.0)[0].double()
+    loss, _, div = _cross_entropy_reduced(x, target, -100, 0.0, True, torch.float64)
+    count = (target != -100).sum().item()
+    assert div.item() == count
+    exact = per_row.sum().item() / count
+    _, grid, _, per_block = _ce_grid(x, "kk_cross_entropy_loss", torch.float64)
+    most = per_block * -(-rows // (per_block * grid))
+    bound = (rows + 8 * grid) * 2.0**-36 / count + most * 2.0**-24 * exact
+    assert abs(loss.item() - exact) <= bound, (loss.item(), exact, bound)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_cross_entropy_reduced_spilled_partials(dtype):
+    """Blocks whose rows' losses reach the hundreds (logits of scale 2000 in rows 1000-1099), every float64 block, and
+    blocks with a NaN row leave the fixed point: their partials go through spill slots, added in block order. The loss
+    agrees with the CPU's and is bitwise the same across runs; the last block leaves the slots empty (all ones) and
+    the words zero, so that a launch after it, with nothing spilled, agrees as well."""
+    rows, cols = 70001, 33
+    x = rand(rows, cols, dtype, scale=4)
+    x[1000:1100] *= 500
+    target = torch.randint(0, cols, (rows,), device="cuda")
+    target[::7] = -100
+    check_reduced(x, target, 0.1, dtype)
+    first, again = (_cross_entropy_reduced(x, target, -100, 0.1, True, None)[0] for _ in range(2))
+    assert torch.equal(first, again)
+    x[5, 3] = float("nan")
+    assert _cross_entropy_reduced(x, target, -100, 0.0, True, None)[0].isnan()
+    torch.cuda.synchronize()
+    spill, words = scratch(x.get_device(), 1)
+    assert (spill == -1).all() and (words == 0).all()
+    calm = rand(rows, cols, dtype, scale=4)
+    check_reduced(calm, target, 0.1, dtype)
+
+
 def test_cross_entropy_loss_on_two_streams_at_once():
-    """The loss kernel's blocks leave their partials in a scratch buffer kept per stream, and its last block sets
-    its ticket back to 0: launches alternating between two streams that run at once give one launch's loss."""
+    """The loss kernel's blocks add their partials to words kept per stream, which its last block sets back to 0:
+    launches alternating between two streams that run at once give one launch's loss."""
     x = torch.randn(262147, 1024, device="cuda", dtype=torch.bfloat16) * 4  # ~150 us a launch: the streams overlap
     target = torch.randint(0, 1024, (262147,), device="cuda")
     want = K.cross_entropy(x, target)

@@ -156,20 +156,20 @@ def tickets(device: int, n: int) -> torch.Tensor:
     return t
 
 
-_scratch: Dict[Tuple[int, int, torch.dtype], Tuple[torch.Tensor, torch.Tensor]] = {}
+_scratch: Dict[Tuple[int, int], Tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def scratch(device: int, n: int, dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(at least ``n`` elements of ``dtype``, a zeroed 32-bit ticket) on ``device``, for a launch whose blocks write
-    partial results there and whose last block (kk::last_arrival) reads them back and sets the ticket back to 0
-    (kernels/softmax.cu kk_cross_entropy_loss). Kept per (device, current stream), as :func:`tickets`: launches in
-    one stream's order reuse them, with no allocation per call and one lookup for both."""
-    key = (device, torch._C._cuda_getCurrentRawStream(device), dtype)
+def scratch(device: int, n: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(at least ``n`` spill slots of 64 bits, all ones; two zeroed 64-bit words) on ``device``, for the reduced
+    cross-entropy loss, whose last block leaves both as it found them (kernels/softmax.cu kk_cross_entropy_loss). Kept
+    per (device, current stream), as :func:`tickets`: launches in one stream's order reuse them, with no allocation
+    per call and one lookup for both."""
+    key = (device, torch._C._cuda_getCurrentRawStream(device))
     s = _scratch.get(key)
     if s is None or s[0].numel() < n:
         where = torch.device("cuda", device)
-        buf = torch.empty(max(n, 4096), dtype=dtype, device=where)
-        s = _scratch[key] = (buf, torch.zeros(1, dtype=torch.int32, device=where))
+        spill = torch.full((max(n, 4096),), -1, dtype=torch.int64, device=where)
+        s = _scratch[key] = (spill, torch.zeros(2, dtype=torch.int64, device=where))
     return s
 
 

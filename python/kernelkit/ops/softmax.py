@@ -186,6 +186,9 @@ def _ce_bwd_cpu(logits, target, stats, row_scale, ignore_index, label_smoothing,
         )
 
 
+_LOSS_MAX_BLOCKS = 2047  # kk_sm::kLossMaxBlocks: the reduced loss counts its blocks' arrivals in 11 bits
+
+
 @functools.cache
 def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int, second: Optional[torch.dtype] = None):
     """(kernel, block, rows per block, grid cap): a warp per row up to 2048 packs, else a block. ``second``: the
@@ -199,14 +202,22 @@ def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int, second: Option
     # interleaved runs (bf16 32768 x 4096 73.3 -> 72.2 and 73.8 -> 72.1 us; bench/exp_ce_grid.py,
     # h200-2026-11-23-s18/ce-grid.log and -s19/ce-grid.log), where float32 measured within 0.6% either way.
     waves = 4 if name == "kk_cross_entropy_bwd" else 2 if dtype.itemsize == 2 else 1
-    return k, block, per_block, waves * resident_blocks(k, block, dev)
+    cap = waves * resident_blocks(k, block, dev)
+    return k, block, per_block, min(cap, _LOSS_MAX_BLOCKS) if name == "kk_cross_entropy_loss" else cap
 
 
 def _ce_grid(logits: torch.Tensor, name: str, second: Optional[torch.dtype] = None):
-    """(kernel, grid, block) of one cross-entropy launch over ``logits`` (grid 0 for no rows)."""
+    """(kernel, grid, block, rows per block) of one cross-entropy launch over ``logits`` (grid 0 for no rows)."""
     rows, cols = logits.shape
     k, block, per_block, cap = _ce_shape(name, logits.dtype, cols, logits.get_device(), second)
-    return k, min(cdiv(rows, per_block), cap), block
+    return k, min(cdiv(rows, per_block), cap), block, per_block
+
+
+def _loss_frac_bits(rows: int, grid: int, per_block: int) -> int:
+    """kk_cross_entropy_loss's fixed-point units, 2^-frac_bits: 36 - ceil(log2(the most rows a block takes)), so that a
+    block's partial stays below 2^42 units while its rows' mean loss is below 64 (beyond, it spills, exact)."""
+    most = per_block * cdiv(max(rows, 1), per_block * grid)
+    return min(36, max(0, 36 - (most - 1).bit_length()))
 
 
 def _check_ce_stats(logits, stats, row_scale, divisor):
@@ -229,7 +240,7 @@ def _ce_bwd_cuda(logits, target, stats, row_scale, ignore_index, label_smoothing
     >>> grad = cross_entropy_backward(logits, target, stats, grad_loss, -100, 0.0, divisor)
     """
     _check_ce_stats(logits, stats, row_scale, divisor)
-    k, grid, block = _ce_grid(logits, "kk_cross_entropy_bwd", row_scale.dtype)
+    k, grid, block, _ = _ce_grid(logits, "kk_cross_entropy_bwd", row_scale.dtype)
     if grid:
         rows, cols = logits.shape
         stride = 0 if row_scale.numel() == 1 else 1
@@ -262,7 +273,7 @@ def _ce_fwd_cpu(logits, target, ignore_index, label_smoothing, loss, stats):
 def _ce_fwd_cuda(logits, target, ignore_index, label_smoothing, loss, stats):
     # A target outside [0, C) (other than ignore_index) gives a NaN loss for its row: raising would
     # need a device synchronization. The CPU implementation raises.
-    k, grid, block = _ce_grid(logits, "kk_cross_entropy_fwd")
+    k, grid, block, _ = _ce_grid(logits, "kk_cross_entropy_fwd")
     if grid:
         rows, cols = logits.shape
         k.launch(grid, block, (logits, target, loss, stats, rows, cols, ignore_index, label_smoothing))
@@ -317,13 +328,28 @@ def _ce_reduced_cpu(logits, target, ignore_index, label_smoothing, mean, out_dty
 
 def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
     _check_loss_dtype(loss.dtype)
-    k, grid, block = _ce_grid(logits, "kk_cross_entropy_loss", loss.dtype)
+    k, grid, block, per_block = _ce_grid(logits, "kk_cross_entropy_loss", loss.dtype)
     grid = max(grid, 1)  # no rows: one block still writes the loss (NaN for the mean, as torch) and the divisor
     rows, cols = logits.shape
-    dev = logits.get_device()
-    # Each block's (sum of losses, rows counted), summed by the block that ends last: one launch, no allocation.
-    partial, ticket = scratch(dev, 2 * grid, stats.dtype)
-    args = (logits, target, stats, partial, ticket, int(mean), loss, divisor, rows, cols, ignore_index, label_smoothing)
+    # Each block adds its (sum of losses, rows counted) to two words, in fixed point; the block that arrives last
+    # writes the loss: one launch, no allocation.
+    spill, words = scratch(logits.get_device(), grid)
+    frac_bits = _loss_frac_bits(rows, grid, per_block)
+    args = (
+        logits,
+        target,
+        stats,
+        spill,
+        words,
+        frac_bits,
+        int(mean),
+        loss,
+        divisor,
+        rows,
+        cols,
+        ignore_index,
+        label_smoothing,
+    )
     k.launch(grid, block, args)
 
 
