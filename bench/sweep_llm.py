@@ -349,7 +349,7 @@ def ce_shape(u, maxr):
         k = kernel("softmax", f"kk_cross_entropy_loss<{CTYPE[dtype]}, {CTYPE[second]}, {u}, {maxr}>")
         nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
         block, per_block = (256, 8) if nv <= 2048 else (512, 1)
-        return k, block, per_block, resident_blocks(k, block, dev)
+        return k, block, per_block, min(resident_blocks(k, block, dev), softmax._LOSS_MAX_BLOCKS)
 
     return shape
 

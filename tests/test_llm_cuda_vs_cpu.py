@@ -720,7 +720,7 @@ def test_cross_entropy_reduced_fixed_point_error(dtype, scale):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 def test_cross_entropy_reduced_spilled_partials(dtype):
     """Blocks whose rows' losses reach the hundreds (logits of scale 2000 in rows 1000-1099), every float64 block, and
-    blocks with a NaN row leave the fixed point: their partials go through spill slots, added in block order. The loss
+    blocks with a NaN row leave the fixed point: their partials go through spill slots, added in a fixed order. The loss
     agrees with the CPU's and is bitwise the same across runs; the last block leaves the slots empty (all ones) and
     the words zero, so that a launch after it, with nothing spilled, agrees as well."""
     rows, cols = 70001, 33
