@@ -13,7 +13,6 @@ from sweep_common import interleaved
 
 from kernelkit.jit import Module
 from kernelkit.ops._runtime import CTYPE
-from kernelkit.ops.softmax import _loss_frac_bits
 
 
 class CeLaunches:
@@ -44,8 +43,7 @@ class CeLaunches:
             words = torch.zeros(2, dtype=torch.int64, device="cuda")
             loss = torch.empty((), dtype=self.dtype, device="cuda")
             divisor = torch.empty((), device="cuda")
-            frac_bits = _loss_frac_bits(rows, grid, block // 32)  # at most a row per warp, whichever the teams
-            args = (self.x, self.t, self.stats, spill, words, frac_bits, 1, loss, divisor, rows, cols, -100, 0.0)
+            args = (self.x, self.t, self.stats, spill, words, 1, loss, divisor, rows, cols, -100, 0.0)
         else:
             loss = self.per_row
             args = (self.x, self.t, self.per_row, self.stats, rows, cols, -100, 0.0)

@@ -36,10 +36,9 @@ def main() -> None:
     loss = torch.empty((), device="cuda", dtype=torch.bfloat16)
     stats = torch.empty(rows, 2, device="cuda")
     divisor = torch.empty((), device="cuda")
-    k, grid, block, per_block = softmax._ce_grid(logits, "kk_cross_entropy_loss", torch.bfloat16)
+    k, grid, block = softmax._ce_grid(logits, "kk_cross_entropy_loss", torch.bfloat16)
     spill, words = scratch(0, grid)
-    frac_bits = softmax._loss_frac_bits(rows, grid, per_block)
-    args = (logits, target, stats, spill, words, frac_bits, 1, loss, divisor, rows, cols, -100, 0.0)
+    args = (logits, target, stats, spill, words, 1, loss, divisor, rows, cols, -100, 0.0)
 
     cases = {
         "kernelkit.ops.cross_entropy": lambda: kernelkit.ops.cross_entropy(logits, target),

@@ -778,6 +778,17 @@ struct LossTotals {
   unsigned long long sum, tally;  // both words once every block has arrived
 };
 
+// The fixed point's units, 2^-frac_bits: 36 - ceil(log2(the most rows a block takes)), clamped to [0, 36], so that a
+// block's partial stays below 2^42 units while its rows' mean loss is below 64. A block of nw warps takes at most
+// nw * ceil(rows / (nw * grid)) rows (warp teams; block teams take fewer), so the rounding errs by less than
+// (rows + nw * grid) * 2^-36 in the total.
+__device__ __forceinline__ int loss_frac_bits(long long rows) {
+  const long long nw = blockDim.x >> 5, per_wave = nw * gridDim.x;
+  const long long most = nw * (((rows > 0 ? rows : 1) + per_wave - 1) / per_wave);
+  const int ceil_log2 = most > 1 ? 64 - __clzll(most - 1) : 0;
+  return ceil_log2 < 36 ? 36 - ceil_log2 : 0;
+}
+
 // Thread 0 of each block, once: adds the block's partial (sum p of its rows' losses, c rows counted) to both words.
 // A partial outside [0, 2^(42 - frac_bits)) (NaN, inf, a negative rounding, a huge loss) and every double partial
 // is stored to spill[blockIdx.x] instead, published by a release on words[1]. True in the block that arrives last,
@@ -935,16 +946,15 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_fwd(const T* logits, const lo
 // loss[0] = round_O(total / count) when mean (0 / 0 = NaN when every target is ignored, as torch), else round_O(total),
 // in double; divisor[0] = count (mean) or 1 (sum), the backward's scale divisor. Deterministic: the words' integers
 // do not depend on the order of arrival, and spilled partials (see loss_arrive) are added in a fixed order.
-// frac_bits = 36 - ceil(log2(the most rows a block takes)), clamped to [0, 36], keeps a block's partial in the fixed
-// point while its rows' mean loss is below 64; the rounding to its units errs by less than (rows + 8 * grid) * 2^-36 in
-// the total. H200, bf16 32768 x 4096: 71.8 -> 70.1 us against session 30's ticket and last block reading every
-// partial back (h200-2026-11-24-s31/ce-finish.log).
+// The units (kk_sm::loss_frac_bits) keep a block's partial in the fixed point while its rows' mean loss is below 64.
+// H200, bf16 32768 x 4096: 71.8 -> 70.1 us against session 30's ticket and last block reading every partial back
+// (h200-2026-11-24-s31/ce-finish.log).
 // Launch: as kk_cross_entropy_fwd, with a grid of 1 to kLossMaxBlocks (else it traps; rows may be 0); words: two
 // zeroed 64-bit words, spill: grid doubles whose bits are all ones (both left so for the next launch).
 template <typename T, typename O, int U = kk_sm::kU<T>, int MAXR = sizeof(T) == 8 ? 80 : 64>
 __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const long long* target,
                                                               typename kk::Acc<T>::type* stats, double* spill,
-                                                              unsigned long long* words, int frac_bits, int mean,
+                                                              unsigned long long* words, int mean,
                                                               O* loss, typename kk::Acc<T>::type* divisor,
                                                               long long rows, long long cols, long long ignore_index,
                                                               double label_smoothing) {
@@ -958,6 +968,7 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
   kk_sm::ce_fwd<T, U>(logits, target, nullptr, stats, part, cols > 0 ? rows : 0, cols, ignore_index, label_smoothing,
                       red);
   kk_sm::LossTotals w;
+  const int frac_bits = kk_sm::loss_frac_bits(rows);  // used by thread 0 only
   if (threadIdx.x == 0) {
     const bool last = kk_sm::loss_arrive(part[0], part[1], frac_bits, spill, words, w);
     spilled = last ? (int)((w.tally >> 42) & 2047ull) : -1;

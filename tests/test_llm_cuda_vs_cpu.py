@@ -697,12 +697,15 @@ def test_cross_entropy_reduced_over_many_blocks(dtype, rows):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("scale", [0.05, 20.0])
-def test_cross_entropy_reduced_fixed_point_error(dtype, scale):
-    """The loss kernel adds its blocks' float32 partials in fixed point, units of 2^-frac_bits. Against the float64
+@pytest.mark.parametrize("rows", [9, 70001, 2**20 + 7])
+def test_cross_entropy_reduced_fixed_point_error(dtype, scale, rows):
+    """The loss kernel adds its blocks' float32 partials in fixed point, units of 2^-frac_bits (kk_sm::loss_frac_bits:
+    the finest that hold `most` rows, the most a block of nw warps takes, at a mean loss of 64). Against the float64
     sum of the same kernels' per-row losses (reduction none), the float64 mean errs by at most the blocks' float32
-    sums (a row per term, at most `most` terms each) and the fixed point's rounding, (rows + 8 grid) * 2^-36 in all.
-    Row losses near log(64) (scale 0.05) and near 50 (scale 20, short of the 64 where a block would spill)."""
-    rows, cols = 70001, 64
+    sums (a row per term, at most `most` terms each) and the fixed point's rounding, (rows + nw grid) * 2^-36 in all.
+    Row losses near log(64) (scale 0.05) and near 50 (scale 20, short of the 64 where a block would spill), over few
+    and many rows per block."""
+    cols = 64
     x = rand(rows, cols, dtype, scale=scale)
     target = torch.randint(0, cols, (rows,), device="cuda")
     target[::5] = -100
@@ -711,9 +714,10 @@ def test_cross_entropy_reduced_fixed_point_error(dtype, scale):
     count = (target != -100).sum().item()
     assert div.item() == count
     exact = per_row.sum().item() / count
-    _, grid, _, per_block = _ce_grid(x, "kk_cross_entropy_loss", torch.float64)
-    most = per_block * -(-rows // (per_block * grid))
-    bound = (rows + 8 * grid) * 2.0**-36 / count + most * 2.0**-24 * exact
+    _, grid, block = _ce_grid(x, "kk_cross_entropy_loss", torch.float64)
+    nw = block // 32
+    most = nw * -(-rows // (nw * grid))
+    bound = (rows + nw * grid) * 2.0**-36 / count + most * 2.0**-24 * exact
     assert abs(loss.item() - exact) <= bound, (loss.item(), exact, bound)
 
 

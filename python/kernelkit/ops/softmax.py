@@ -207,17 +207,10 @@ def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int, second: Option
 
 
 def _ce_grid(logits: torch.Tensor, name: str, second: Optional[torch.dtype] = None):
-    """(kernel, grid, block, rows per block) of one cross-entropy launch over ``logits`` (grid 0 for no rows)."""
+    """(kernel, grid, block) of one cross-entropy launch over ``logits`` (grid 0 for no rows)."""
     rows, cols = logits.shape
     k, block, per_block, cap = _ce_shape(name, logits.dtype, cols, logits.get_device(), second)
-    return k, min(cdiv(rows, per_block), cap), block, per_block
-
-
-def _loss_frac_bits(rows: int, grid: int, per_block: int) -> int:
-    """kk_cross_entropy_loss's fixed-point units, 2^-frac_bits: 36 - ceil(log2(the most rows a block takes)), so that a
-    block's partial stays below 2^42 units while its rows' mean loss is below 64 (beyond, it spills, exact)."""
-    most = per_block * cdiv(max(rows, 1), per_block * grid)
-    return min(36, max(0, 36 - (most - 1).bit_length()))
+    return k, min(cdiv(rows, per_block), cap), block
 
 
 def _check_ce_stats(logits, stats, row_scale, divisor):
@@ -240,7 +233,7 @@ def _ce_bwd_cuda(logits, target, stats, row_scale, ignore_index, label_smoothing
     >>> grad = cross_entropy_backward(logits, target, stats, grad_loss, -100, 0.0, divisor)
     """
     _check_ce_stats(logits, stats, row_scale, divisor)
-    k, grid, block, _ = _ce_grid(logits, "kk_cross_entropy_bwd", row_scale.dtype)
+    k, grid, block = _ce_grid(logits, "kk_cross_entropy_bwd", row_scale.dtype)
     if grid:
         rows, cols = logits.shape
         stride = 0 if row_scale.numel() == 1 else 1
@@ -273,7 +266,7 @@ def _ce_fwd_cpu(logits, target, ignore_index, label_smoothing, loss, stats):
 def _ce_fwd_cuda(logits, target, ignore_index, label_smoothing, loss, stats):
     # A target outside [0, C) (other than ignore_index) gives a NaN loss for its row: raising would
     # need a device synchronization. The CPU implementation raises.
-    k, grid, block, _ = _ce_grid(logits, "kk_cross_entropy_fwd")
+    k, grid, block = _ce_grid(logits, "kk_cross_entropy_fwd")
     if grid:
         rows, cols = logits.shape
         k.launch(grid, block, (logits, target, loss, stats, rows, cols, ignore_index, label_smoothing))
@@ -328,28 +321,13 @@ def _ce_reduced_cpu(logits, target, ignore_index, label_smoothing, mean, out_dty
 
 def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
     _check_loss_dtype(loss.dtype)
-    k, grid, block, per_block = _ce_grid(logits, "kk_cross_entropy_loss", loss.dtype)
+    k, grid, block = _ce_grid(logits, "kk_cross_entropy_loss", loss.dtype)
     grid = max(grid, 1)  # no rows: one block still writes the loss (NaN for the mean, as torch) and the divisor
     rows, cols = logits.shape
     # Each block adds its (sum of losses, rows counted) to two words, in fixed point; the block that arrives last
     # writes the loss: one launch, no allocation.
     spill, words = scratch(logits.get_device(), grid)
-    frac_bits = _loss_frac_bits(rows, grid, per_block)
-    args = (
-        logits,
-        target,
-        stats,
-        spill,
-        words,
-        frac_bits,
-        int(mean),
-        loss,
-        divisor,
-        rows,
-        cols,
-        ignore_index,
-        label_smoothing,
-    )
+    args = (logits, target, stats, spill, words, int(mean), loss, divisor, rows, cols, ignore_index, label_smoothing)
     k.launch(grid, block, args)
 
 
