@@ -19,11 +19,9 @@ forward (reduction none):
     python3 bench/exp_ce_finish.py [--old softmax_s30.cu] --out ce_finish.json
 """
 
-import argparse
-
 import torch
 from ce_launches import CeLaunches
-from sweep_common import copy_bandwidth, source_variant, write_results
+from sweep_common import run_cases, source_variant
 
 from kernelkit._native import op_source
 from kernelkit.ops import _runtime
@@ -110,7 +108,7 @@ __global__ void __maxnreg__(64) xp_ce_one_word(const T* logits, const long long*
 """
 
 
-def time_case(dtype, rows, cols, copy, reps, old):
+def time_case(dtype, rows, cols, copy, reps, old=None):
     case = CeLaunches(dtype, rows, cols)
     shipped = _runtime._module("softmax")
     variant = source_variant("softmax", source=op_source("softmax.cu") + EXTRA)
@@ -153,13 +151,7 @@ def time_case(dtype, rows, cols, copy, reps, old):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--reps", type=int, default=100)
-    ap.add_argument("--old", help="session 30's softmax.cu, timed as well")
-    a = ap.parse_args()
-    copy = copy_bandwidth()
-    write_results(a.out, copy, [r for case in CASES for r in time_case(*case, copy, a.reps, a.old)])
+    run_cases(CASES, time_case, options={"--old": dict(help="session 30's softmax.cu, timed as well")})
 
 
 if __name__ == "__main__":

@@ -70,15 +70,21 @@ def write_results(path: Optional[str], copy_gbps: float, results: list) -> None:
         json.dump({"copy_gbps": copy_gbps, "env": torch.cuda.get_device_name(), "results": results}, f, indent=1)
 
 
-def run_cases(cases: Sequence[tuple], time_case: Callable[..., list], reps: int = 100) -> None:
+def run_cases(
+    cases: Sequence[tuple], time_case: Callable[..., list], reps: int = 100, options: Optional[Dict[str, dict]] = None
+) -> None:
     """An experiment's command line (--out, --reps): ``time_case(*case, copy_gbps, reps)`` for each case, its results
-    written to --out with the copy bandwidth measured once."""
+    written to --out with the copy bandwidth measured once. ``options``: the experiment's own flags (argparse keyword
+    arguments by flag, e.g. {"--old": dict(help=...)}), passed to time_case by their names."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--reps", type=int, default=reps)
-    a = ap.parse_args()
+    for flag, kwargs in (options or {}).items():
+        ap.add_argument(flag, **kwargs)
+    a = vars(ap.parse_args())
+    out, reps = a.pop("out"), a.pop("reps")
     copy = copy_bandwidth()
-    write_results(a.out, copy, [r for case in cases for r in time_case(*case, copy, a.reps)])
+    write_results(out, copy, [r for case in cases for r in time_case(*case, copy, reps, **a)])
 
 
 class NormForward(NamedTuple):

@@ -769,7 +769,8 @@ __device__ __forceinline__ void check_block() {
 // partial spilled (bits 42-52) and rows counted (bits 0-41). Integer adds are exact in any order, so the sum is
 // deterministic with relaxed atomics and no fence: each block's end is one L2 round trip, and the last block has the
 // whole sum without reading anything back.
-constexpr unsigned long long kArrival = 1ull << 53, kSpilled = 1ull << 42;
+constexpr int kArrivalShift = 53, kSpilledShift = 42;
+constexpr unsigned long long kArrival = 1ull << kArrivalShift, kSpilled = 1ull << kSpilledShift;
 constexpr unsigned kLossMaxBlocks = 2047;       // arrivals fit 11 bits
 constexpr double kFixedLimit = 4398046511104.0;  // 2^42: 2047 blocks' units stay below 2^53
 constexpr unsigned long long kSpillEmpty = ~0ull;  // a spill slot with no partial (a NaN partial is stored canonical)
@@ -812,9 +813,9 @@ __device__ __forceinline__ bool loss_arrive(A p, A c, int frac_bits, double* spi
   }
   w.sum = sum + add;
   w.tally = count + tally;
-  if ((w.tally >> 53) != gridDim.x) return false;
+  if ((w.tally >> kArrivalShift) != gridDim.x) return false;
   // Every block's sum is on its way (each adds it before its tally); it is usually in already.
-  while ((w.sum >> 53) != gridDim.x)
+  while ((w.sum >> kArrivalShift) != gridDim.x)
     asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w.sum) : "l"(words) : "memory");
   words[0] = 0ull;
   words[1] = 0ull;
@@ -971,7 +972,7 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
   const int frac_bits = kk_sm::loss_frac_bits(rows);  // used by thread 0 only
   if (threadIdx.x == 0) {
     const bool last = kk_sm::loss_arrive(part[0], part[1], frac_bits, spill, words, w);
-    spilled = last ? (int)((w.tally >> 42) & 2047ull) : -1;
+    spilled = last ? (int)((w.tally >> kk_sm::kSpilledShift) & kk_sm::kLossMaxBlocks) : -1;
   }
   __syncthreads();
   if (spilled < 0) return;
