@@ -155,7 +155,12 @@ def _peak_mb(call: Callable[[], Any]) -> float:
 
 
 def _time_interleaved(
-    calls: Dict[str, Sequence[Callable]], reps: int, gpu: bool, errors: Dict[str, str], rounds: int = ROUNDS
+    calls: Dict[str, Sequence[Callable]],
+    reps: int,
+    gpu: bool,
+    errors: Dict[str, str],
+    rounds: int = ROUNDS,
+    per_round: Optional[Dict[str, List[float]]] = None,
 ) -> Dict[str, Tuple[float, float]]:
     """Median time (ms; CUDA events on GPU, wall clock on CPU) and median host time (µs) of one call per
     implementation, over ``rounds`` rounds that take the implementations in turn.
@@ -165,9 +170,10 @@ def _time_interleaved(
     measured 137 and 339 us in two runs (layer_norm_backward bf16 32768 x 256, bench/results/*-s13).
     Interleaved, a drift reaches every implementation alike (bench/NOTES.md, session 15). The garbage
     collector is off while timing, as in ``timeit``. Every implementation's inputs and graphs are alive
-    together. An implementation that raises is dropped, its error kept in ``errors``.
+    together. An implementation that raises is dropped, its error kept in ``errors``. ``per_round``, when given,
+    receives each implementation's median time (ms) of every round, for paired comparisons round by round.
     """
-    per_round = max(1, math.ceil(reps / rounds))
+    calls_per_round = max(1, math.ceil(reps / rounds))
     times: Dict[str, List[float]] = {n: [] for n in calls}
     host: Dict[str, List[float]] = {n: [] for n in calls}
     gc_was_on = gc.isenabled()
@@ -179,9 +185,11 @@ def _time_interleaved(
                 try:
                     # The first round's warm-up waits out GPU clocks a compile left idle (see _gpu_median_ms).
                     _warm(fns, 5 if r == 0 else 2, (50.0 if r == 0 else 2.0) if gpu else 0.0, gpu)
-                    ms, us = _timed_calls(fns, r * per_round, per_round, gpu)
+                    ms, us = _timed_calls(fns, r * calls_per_round, calls_per_round, gpu)
                     times[name] += ms
                     host[name] += us
+                    if per_round is not None:
+                        per_round.setdefault(name, []).append(statistics.median(ms))
                 except Exception as e:
                     calls.pop(name)
                     errors[name] = f"{type(e).__name__}: {e}"[:300]
@@ -209,6 +217,37 @@ def _input_sets(case: Case, size: Size, dtype: torch.dtype, device: str, l2_byte
     # Rotate through enough copies that each call reads from DRAM, not from L2.
     n = 1 if device == "cpu" or per_set == 0 else max(1, min(32, math.ceil(4 * l2_bytes / per_set)))
     return [first] + [case.make(size, dtype, device) for _ in range(n - 1)]
+
+
+def _job_calls(case: Case, size: Size, dtype: torch.dtype, device: str, l2: int, compile: bool):
+    """One job's implementations (torch.compile of the case's reference added on GPU) and their calls over rotating
+    input sets, each called once (which compiles): (impls, input sets, calls, peak MB, errors by implementation)."""
+    gpu = device == "cuda"
+    if case.setup is not None:
+        case.setup()
+    impls: Dict[str, Callable] = {}
+    for name, fn in case.impls.items():
+        impls[name] = fn
+        if compile and gpu and name == case.compile_reference:
+            # A fresh start per job: one function compiled for every size, dtype and grad mode
+            # would pass dynamo's recompile limit and silently fall back to eager.
+            torch._dynamo.reset()
+            impls["torch.compile"] = torch.compile(fn, dynamic=False)
+    sets = _input_sets(case, size, dtype, device, l2)
+    calls: Dict[str, List[Callable]] = {}
+    peaks: Dict[str, Optional[float]] = {}
+    errors: Dict[str, str] = {}
+    for name, fn in impls.items():
+        try:
+            if case.prepare is not None:
+                calls[name] = [case.prepare(fn, a) for a in sets]
+            else:
+                calls[name] = [lambda a=a, fn=fn: fn(*a) for a in sets]
+            peaks[name] = _peak_mb(calls[name][0]) if gpu else None  # the first call also compiles
+        except Exception as e:  # one failing implementation must not stop the run
+            calls.pop(name, None)
+            errors[name] = f"{type(e).__name__}: {e}"[:300]
+    return impls, sets, calls, peaks, errors
 
 
 def run(
@@ -239,30 +278,7 @@ def run(
         task = bar.add_task("benchmarking", total=len(jobs))
     try:
         for case, size, dtype in jobs:
-            if case.setup is not None:
-                case.setup()
-            impls: Dict[str, Callable] = {}
-            for name, fn in case.impls.items():
-                impls[name] = fn
-                if compile and gpu and name == case.compile_reference:
-                    # A fresh start per job: one function compiled for every size, dtype and grad mode
-                    # would pass dynamo's recompile limit and silently fall back to eager.
-                    torch._dynamo.reset()
-                    impls["torch.compile"] = torch.compile(fn, dynamic=False)
-            sets = _input_sets(case, size, dtype, device, l2)
-            calls: Dict[str, List[Callable]] = {}
-            peaks: Dict[str, Optional[float]] = {}
-            errors: Dict[str, str] = {}
-            for name, fn in impls.items():
-                try:
-                    if case.prepare is not None:
-                        calls[name] = [case.prepare(fn, a) for a in sets]
-                    else:
-                        calls[name] = [lambda a=a, fn=fn: fn(*a) for a in sets]
-                    peaks[name] = _peak_mb(calls[name][0]) if gpu else None  # the first call also compiles
-                except Exception as e:  # one failing implementation must not stop the run
-                    calls.pop(name, None)
-                    errors[name] = f"{type(e).__name__}: {e}"[:300]
+            impls, sets, calls, peaks, errors = _job_calls(case, size, dtype, device, l2, compile)
             timings = _time_interleaved(calls, reps, gpu, errors)
             nbytes = case.bytes(*sets[0]) if case.bytes else None
             flops = case.flops(*sets[0]) if case.flops else None

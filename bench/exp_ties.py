@@ -1,0 +1,110 @@
+"""Experiment: are the last cells within 0.1-0.6% of torch.compile (or Liger) ties, or measurable gaps?
+
+`kernelkit bench` reports each implementation's median over 5 interleaved rounds. This times the same jobs (the same
+cases, input sets and torch.compile settings, through kernelkit.bench's own job builder) over many more rounds, and
+compares kernelkit with the other implementation round by round: the ratio of their medians in each round (above 1:
+kernelkit faster), its median over rounds with a bootstrap 95% interval, and how many rounds kernelkit won. An A/A
+control, kernelkit against a second copy of its own calls timed as another implementation, shows how far apart two
+identical implementations read on the same machine.
+
+    python3 bench/exp_ties.py --rounds 40 --out ties.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+
+import torch
+
+from kernelkit.bench import _job_calls, _time_interleaved, copy_bandwidth, environment, op_cases
+
+# (case, dtype, rows x cols, the implementation it ties with) from the session-31 runs (bench/NOTES.md).
+CELLS = [
+    ("rms_norm", torch.float32, (32768, 4096), "torch.compile"),
+    ("rms_norm", torch.float32, (32768, 8192), "torch.compile"),
+    ("rms_norm", torch.bfloat16, (32768, 8192), "torch.compile"),
+    ("layer_norm", torch.float32, (32768, 4096), "torch.compile"),
+    ("softmax_backward", torch.bfloat16, (32768, 4096), "torch.compile"),
+    ("rope", torch.float32, (32768, 4096), "torch.compile"),
+    ("add_rms_norm_backward", torch.float32, (32768, 8192), "liger"),
+]
+SELF = "kernelkit again"  # the A/A control
+
+
+def interval(ratios: list, draws: int = 10000, seed: int = 0) -> tuple:
+    """Bootstrap 95% interval of the median of ``ratios``."""
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
+    return meds[int(0.025 * draws)], meds[int(0.975 * draws) - 1]
+
+
+def compare(samples: dict, other: str) -> dict:
+    """kernelkit against ``other``, round by round: other's median / kernelkit's (above 1: kernelkit faster)."""
+    ratios = [o / k for k, o in zip(samples["kernelkit"], samples[other])]
+    lo, hi = interval(ratios)
+    return {
+        "median": statistics.median(ratios),
+        "ci95": [lo, hi],
+        "kernelkit_won": sum(r > 1 for r in ratios),
+        "rounds": len(ratios),
+    }
+
+
+def time_cell(name: str, dtype: torch.dtype, size: tuple, other: str, rounds: int, calls: int, copy: float) -> dict:
+    (case,) = op_cases([name], group="llm")
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    _, sets, timed, _, errors = _job_calls(case, size, dtype, "cuda", l2, compile=other == "torch.compile")
+    if errors:
+        raise RuntimeError(f"{name}: {errors}")
+    timed = {k: v for k, v in timed.items() if k in ("kernelkit", other)}
+    timed[SELF] = list(timed["kernelkit"])
+    samples: dict = {}
+    medians = _time_interleaved(timed, rounds * calls, True, errors, rounds=rounds, per_round=samples)
+    nbytes = case.bytes(*sets[0])
+    res = {
+        "case": name,
+        "dtype": str(dtype)[6:],
+        "size": "x".join(map(str, size)),
+        "other": other,
+        "us": {k: ms * 1e3 for k, (ms, _) in medians.items()},
+        "pct_copy": {k: nbytes / (ms * 1e-3) / 1e9 / copy * 100 for k, (ms, _) in medians.items()},
+        "vs_other": compare(samples, other),
+        "vs_self": compare(samples, SELF),
+    }
+    del sets, timed
+    torch.cuda.empty_cache()
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--calls", type=int, default=10, help="calls per implementation per round")
+    ap.add_argument("--only", nargs="*", help="case names to time (default: every cell)")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    copy = copy_bandwidth()
+    print(f"copy {copy:.0f} GB/s, {a.rounds} rounds of {a.calls} calls; ratio: other / kernelkit, >1 kernelkit faster")
+    results = []
+    for name, dtype, size, other in CELLS:
+        if a.only and name not in a.only:
+            continue
+        r = time_cell(name, dtype, size, other, a.rounds, a.calls, copy)
+        results.append(r)
+        v, s = r["vs_other"], r["vs_self"]
+        print(
+            f"{name:22s} {r['dtype']:8s} {r['size']:10s} kernelkit {r['us']['kernelkit']:7.1f} us "
+            f"{other} {r['us'][other]:7.1f}  ratio {v['median']:.4f} [{v['ci95'][0]:.4f}, {v['ci95'][1]:.4f}] "
+            f"won {v['kernelkit_won']}/{v['rounds']}  A/A {s['median']:.4f} [{s['ci95'][0]:.4f}, {s['ci95'][1]:.4f}]",
+            flush=True,
+        )
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"environment": environment(), "copy_gbps": copy, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
