@@ -22,35 +22,37 @@ from sweep_common import interleaved, run_cases
 
 import kernelkit
 from kernelkit import _native
-from kernelkit.ops._runtime import CTYPE, VEC, cdiv
+from kernelkit.ops._runtime import CTYPE, VEC, acc_dtype, cdiv
 
 S = importlib.import_module("kernelkit.ops.softmax")
 CASES = [(torch.bfloat16, 32768, 4096), (torch.bfloat16, 32768, 8192), (torch.float32, 32768, 4096)]
 
 HELD_GRAD = r"""
-// The mean's divisor before any gradient is written: rows not ignored, counted by blocks of 256 threads taking
-// kCountPer targets each (loads in flight together), one atomic add per block into word[0] (exact in any order;
-// zero before the launch, set back to zero by kk_exp_ce_mean).
-constexpr int kCountPer = 8;
+// The sum over this block's PER * 256 items (item r < rows is value(r)), in double and in a fixed order (each thread
+// its PER items, then team_allreduce's tree), in every thread: the count's and the mean's blocks.
+template <int PER, class F> __device__ __forceinline__ double block_total(long long rows, F value) {
+  __shared__ double red[2 * 32];
+  int parity = 0;
+  double s = 0.0;
+  const long long base = (long long)blockIdx.x * 256 * PER + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {  // loads in flight together
+    const long long r = base + k * 256;
+    if (r < rows) s += value(r);
+  }
+  kk_sm::Red<double, 1> v{{s}};
+  return kk_sm::team_allreduce<kk_sm::SumOp<double>, true>(v, red, parity).f[0];
+}
+
+// The mean's divisor before any gradient is written: rows not ignored, counted by blocks of 256 threads taking PER
+// targets each, one atomic add per block into word[0] (exact in any order; zero before the launch, set back to zero
+// by kk_exp_ce_mean).
+template <int PER>
 __global__ void __launch_bounds__(256) kk_exp_ce_count(const long long* __restrict__ target, long long rows,
                                                       long long ignore_index, unsigned long long* word) {
   kk::pdl_trigger();  // the held kernel, launched dependent, loads its rows meanwhile
-  __shared__ unsigned long long part[8];
-  unsigned long long c = 0;
-  const long long base = (long long)blockIdx.x * 256 * kCountPer + threadIdx.x;
-#pragma unroll
-  for (int k = 0; k < kCountPer; ++k) {
-    const long long r = base + k * 256;
-    if (r < rows) c += target[r] != ignore_index;
-  }
-  for (int o = 16; o > 0; o >>= 1) c += __shfl_xor_sync(0xffffffffu, c, o);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = c;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long t = 0;
-    for (int w = 0; w < 8; ++w) t += part[w];
-    atomicAdd(word, t);
-  }
+  const double c = block_total<PER>(rows, [&](long long r) { return target[r] != ignore_index ? 1.0 : 0.0; });
+  if (threadIdx.x == 0) atomicAdd(word, (unsigned long long)c);
 }
 
 // One row per block iteration, held whole: thread tx has packs p = k * R + tx (k < P). Stats and the row's loss as
@@ -120,30 +122,16 @@ __global__ void __launch_bounds__(512, MINB) kk_exp_ce_held_grad(const T* __rest
   }
 }
 
-// The reduced loss from the rows' losses: blocks of 256 threads sum kCountPer rows each in double (in a fixed order),
-// store their partial, and the last to arrive adds the partials in block order, writes the loss and the divisor,
-// and sets the count word back to zero.
-template <typename A, typename O>
+// The reduced loss from the rows' losses: blocks of 256 threads sum PER rows each (block_total), store their partial,
+// and the last to arrive adds the partials in block order, writes the loss and the divisor, and sets the count word
+// back to zero.
+template <typename A, typename O, int PER>
 __global__ void __launch_bounds__(256) kk_exp_ce_mean(const A* __restrict__ row_loss, unsigned long long* word,
                                                      double* partial, unsigned* ticket, long long rows, int mean,
                                                      O* __restrict__ loss, A* __restrict__ divisor) {
   kk::pdl_wait();
-  __shared__ double part[8];
-  double s = 0.0;
-  const long long base = (long long)blockIdx.x * 256 * kCountPer + threadIdx.x;
-#pragma unroll
-  for (int k = 0; k < kCountPer; ++k) {
-    const long long r = base + k * 256;
-    if (r < rows) s += (double)row_loss[r];
-  }
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double t = 0.0;
-    for (int w = 0; w < 8; ++w) t += part[w];
-    partial[blockIdx.x] = t;
-  }
+  const double s = block_total<PER>(rows, [&](long long r) { return (double)row_loss[r]; });
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
   if (kk::last_arrival(ticket, gridDim.x) && threadIdx.x == 0) {
     double t = 0.0;
     for (unsigned b = 0; b < gridDim.x; ++b) t += __ldcg(partial + b);
@@ -156,6 +144,7 @@ __global__ void __launch_bounds__(256) kk_exp_ce_mean(const A* __restrict__ row_
 """
 
 _module = None
+COUNT_PER = 8  # targets (row losses) per thread of the count's (mean's) blocks of 256 threads
 
 
 def held_module():
@@ -180,7 +169,7 @@ def time_case(dtype, rows, cols, copy, reps):
     x = torch.randn(rows, cols, device="cuda", dtype=dtype)
     t = torch.randint(0, cols, (rows,), device="cuda")
     t[::7] = -100  # some rows ignored, as padding is
-    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    acc = acc_dtype(dtype)
     f32 = torch.float32
     loss, stats, div = S._cross_entropy_reduced(x, t, -100, 0.0, True, f32)
     one = torch.ones((), device="cuda", dtype=dtype)
@@ -188,11 +177,11 @@ def time_case(dtype, rows, cols, copy, reps):
     h_div, h_mean = torch.empty((), device="cuda", dtype=acc), torch.empty((), device="cuda", dtype=f32)
     grad = torch.empty_like(x)
     ct, at = CTYPE[dtype], CTYPE[acc]
-    count = held_module().kernel("kk_exp_ce_count")
-    mean = held_module().kernel(f"kk_exp_ce_mean<{at}, float>")
+    count = held_module().kernel(f"kk_exp_ce_count<{COUNT_PER}>")
+    mean = held_module().kernel(f"kk_exp_ce_mean<{at}, float, {COUNT_PER}>")
     word = torch.zeros(1, device="cuda", dtype=torch.int64)
     ticket = torch.zeros(1, device="cuda", dtype=torch.int32)
-    blocks = cdiv(rows, 256 * 8)  # kCountPer
+    blocks = cdiv(rows, 256 * COUNT_PER)
     partial = torch.empty(blocks, device="cuda", dtype=torch.float64)
 
     def apart():
