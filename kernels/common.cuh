@@ -31,6 +31,10 @@ struct Strided {
 static_assert(sizeof(Strided) == 264, "kk::Strided must match host struct \"<8q24qi4x\"");
 static_assert(alignof(Strided) == 8, "kk::Strided must be 8-byte aligned");
 
+// a * b rounded on its own: the compiler never contracts it into an fma with a neighbouring add.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
 __device__ __forceinline__ long long min_ll(long long a, long long b) { return a < b ? a : b; }
 __device__ __forceinline__ long long max_ll(long long a, long long b) { return a > b ? a : b; }
 

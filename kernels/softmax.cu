@@ -89,7 +89,9 @@ template <typename T, int N> struct MaxSumOp {
     Red<A, N> o;
     o.f[0] = amax(a.f[0], b.f[0]);
     const A r = safe_ref(o.f[0]);
-    o.f[1] = a.f[1] * ex<T>(a.f[0] - r) + b.f[1] * ex<T>(b.f[0] - r);
+    // Products rounded apart, never contracted into an fma: fma(a, x, b * y) is not fma(b, y, a * x) bitwise, and
+    // the butterfly combines (a, b) in one lane and (b, a) in its partner, whose sums must be equal.
+    o.f[1] = kk::mul_rn(a.f[1], ex<T>(a.f[0] - r)) + kk::mul_rn(b.f[1], ex<T>(b.f[0] - r));
 #pragma unroll
     for (int i = 2; i < N; ++i) o.f[i] = a.f[i] + b.f[i];
     return o;
@@ -844,6 +846,23 @@ __device__ __forceinline__ double spilled_sum(double* spill) {
   return s;
 }
 
+// ---------------------------------------------------------------- cross-entropy with its gradient in one pass
+// The sum over one block of kTotalThreads threads of value(r) for its PER * kTotalThreads items r < rows, in double
+// and in a fixed order (each thread its PER items, then team_allreduce's tree), in every thread.
+constexpr int kTotalThreads = 256;
+template <int PER, class F> __device__ __forceinline__ double block_total(long long rows, F value) {
+  __shared__ double red[2 * 32];
+  int parity = 0;
+  double s = 0.0;
+  const long long base = (long long)blockIdx.x * kTotalThreads * PER + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {  // PER loads in flight together
+    const long long r = base + (long long)k * kTotalThreads;
+    if (r < rows) s += value(r);
+  }
+  return team_allreduce<SumOp<double>, true>(Red<double, 1>{{s}}, red, parity).f[0];
+}
+
 }  // namespace kk_sm
 
 // ================================================================= kernels
@@ -989,10 +1008,12 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
 // sc_r = row_scale[r * scale_stride] / divisor[0] (divisor nullptr: 1), row_scale of any float type S (a
 // reduced loss's gradient, in the loss's dtype, with scale_stride 0), (m, ls_m) = stats[r] from the forward;
 // rows with target == ignore_index get 0. grad may be logits (exact in place).
+// KEEP_AT_ONE: grad already holds the gradient for a loss gradient of 1 (kk_cross_entropy_held's, with scale_stride
+// 0): every block returns at once when row_scale[0] is 1, and otherwise rewrites grad, to the same bits.
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
 //   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
-template <typename T, typename S = typename kk::Acc<T>::type>
+template <typename T, typename S = typename kk::Acc<T>::type, bool KEEP_AT_ONE = false>
 __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long long* target,
                                                              const typename kk::Acc<T>::type* stats,
                                                              const S* row_scale, long long scale_stride,
@@ -1001,6 +1022,9 @@ __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long
                                                              double label_smoothing) {
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
+  if constexpr (KEEP_AT_ONE) {
+    if (kk::to_acc(row_scale[0]) == 1) return;  // grad already holds this gradient
+  }
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(logits) | kk::addr(grad)))
     kk_sm::ce_bwd_run<T, V>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols, ignore_index,
@@ -1008,4 +1032,108 @@ __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long
   else
     kk_sm::ce_bwd_run<T, 1>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols, ignore_index,
                             label_smoothing);
+}
+
+// kk_cross_entropy_held: kk_cross_entropy_fwd's stats and row losses (no label smoothing), and the gradient
+// kk_cross_entropy_bwd<T, S> writes for a loss gradient of 1 with divisor[0] = (mean ? *count : 1), bit for bit, in
+// one read of the logits: each row is held whole in its block's registers, thread tx of R = blockDim.x holding packs
+// tx + k * R (k < P), so the gradient is written from registers after the row's one (max, sum exp) reduction. The
+// gradient waits for the count only before its first store (kk::pdl_wait): launch it dependent on
+// kk_cross_entropy_count, which computes it meanwhile; kk_cross_entropy_mean, launched dependent on this one, sums
+// the row losses. Vector path only: cols % VEC == 0, logits and grad 16-byte aligned, cols <= P * R * VEC (else it
+// traps). Launch: block R (multiple of 32, <= 512), grid rows (one row per block; any grid is correct).
+template <typename T, int P, int MINB>
+__global__ void __launch_bounds__(512, MINB) kk_cross_entropy_held(const T* __restrict__ logits,
+    const long long* __restrict__ target, kk::acc_t<T>* __restrict__ stats, kk::acc_t<T>* __restrict__ row_loss,
+    T* __restrict__ grad, const unsigned long long* count, int mean, long long rows, long long cols,
+    long long ignore_index) {
+  using namespace kk_sm;
+  using A = acc_t<T>;
+  constexpr int W = kk::kVec<T>;
+  __shared__ A red[2 * 32 * 2];
+  kk::pdl_trigger();  // the mean, launched dependent, waits for this whole grid
+  check_block();
+  const long long nv = cols / W;
+  const int tx = threadIdx.x, R = blockDim.x;
+  if (cols % W || !kk::aligned16(kk::addr(logits) | kk::addr(grad)) || nv > (long long)P * R) __trap();
+  const int n = tx < nv ? (int)min((long long)P, (nv - tx + R - 1) / R) : 0;  // this thread's packs
+  int parity = 0;
+  bool waited = false;
+  A sc = A(0);
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = logits + row * cols;
+    const long long t = target[row];
+    Vec<T, W> u[P];
+#pragma unroll
+    for (int k = 0; k < P; ++k)
+      if (k < n) u[k] = load_vec<W, kCeLd>(xr + (k * (long long)R + tx) * W);
+    A m = ninf<A>(), s = A(0);
+    ms_update<T, W, P>(u, n, m, s);
+    Red<A, 2> st;
+    st.f[0] = m;
+    st.f[1] = s;
+    st = team_allreduce<MaxSumOp<T, 2>, true>(st, red, parity);  // bitwise equal in every lane
+    const A mr = safe_ref(st.f[0]), ls_m = lg(st.f[1]);
+    const bool ignored = t == ignore_index;
+    if (tx == 0) {
+      stats[2 * row] = mr;
+      stats[2 * row + 1] = ls_m;
+      row_loss[row] = ignored ? A(0) : (t < 0 || t >= cols) ? qnan<A>() : ls_m - (to_acc(xr[t]) - mr);
+    }
+    if (!waited) {
+      kk::pdl_wait();
+      sc = A(1) / (mean ? (A)*count : A(1));  // ce_row_meta's row_scale / div for a row_scale of 1
+      waited = true;
+    }
+    T* gr = grad + row * cols;
+    if (ignored) {
+      A z[W];
+#pragma unroll
+      for (int j = 0; j < W; ++j) z[j] = A(0);
+#pragma unroll
+      for (int k = 0; k < P; ++k)
+        if (k < n) store_vec<W>(gr + (k * (long long)R + tx) * W, kk::acc_to_vec<T, W>(z));
+    } else {
+#pragma unroll
+      for (int k = 0; k < P; ++k)
+        if (k < n) {
+          const long long p = k * (long long)R + tx;
+          store_vec<W>(gr + p * W, ce_bwd_pack<T, W>(u[k], p * W, t, mr, ls_m, sc, A(0), A(1)));
+        }
+    }
+  }
+}
+
+// kk_cross_entropy_count: count[0] += the rows whose target is not ignore_index (exact in any order), before
+// kk_cross_entropy_held's gradient divides by it. count: one zeroed 64-bit word, set back to 0 by
+// kk_cross_entropy_mean. Launch: block kTotalThreads, grid ceil(rows / (PER * kTotalThreads)).
+template <int PER>
+__global__ void __launch_bounds__(kk_sm::kTotalThreads) kk_cross_entropy_count(const long long* __restrict__ target,
+    long long rows, long long ignore_index, unsigned long long* count) {
+  kk::pdl_trigger();  // the held kernel, launched dependent, loads its rows meanwhile
+  const double c = kk_sm::block_total<PER>(rows, [&](long long r) { return target[r] != ignore_index ? 1.0 : 0.0; });
+  if (threadIdx.x == 0) atomicAdd(count, (unsigned long long)c);
+}
+
+// kk_cross_entropy_mean: loss[0] = the mean (mean != 0; 0 / 0 = NaN when every target is ignored, as torch) or sum
+// of kk_cross_entropy_held's row losses, in double, and divisor[0] = count[0] (mean) or 1 (sum). Each block sums its
+// PER * kTotalThreads rows (block_total) into partial[block]; the last to arrive (kk::last_arrival on ticket, a
+// zeroed counter) adds the partials in block order, so the loss does not depend on the order of arrival, and sets
+// count[0] back to 0. Launch: dependent on kk_cross_entropy_held, block kTotalThreads, grid
+// ceil(rows / (PER * kTotalThreads)) (at least 1), partial one double per block.
+template <typename A, typename O, int PER>
+__global__ void __launch_bounds__(kk_sm::kTotalThreads) kk_cross_entropy_mean(const A* __restrict__ row_loss,
+    unsigned long long* count, double* partial, unsigned* ticket, long long rows, int mean, O* __restrict__ loss,
+    A* __restrict__ divisor) {
+  kk::pdl_wait();
+  const double s = kk_sm::block_total<PER>(rows, [&](long long r) { return (double)row_loss[r]; });
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+  if (kk::last_arrival(ticket, gridDim.x) && threadIdx.x == 0) {
+    double total = 0.0;
+    for (unsigned b = 0; b < gridDim.x; ++b) total += __ldcg(partial + b);
+    const double c = (double)__ldcg(count);
+    *count = 0ull;
+    divisor[0] = mean ? (A)c : A(1);
+    loss[0] = kk::from_acc<O>((kk::acc_t<O>)(mean ? total / c : total));
+  }
 }

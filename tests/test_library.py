@@ -294,3 +294,62 @@ def test_last_dim_contiguous_keeps_layouts_and_fixes_strided_last_dims():
     assert torch.equal(rows_x2_strict(torch.tensor(3.0)), torch.tensor(6.0))  # 0-d: no last dim to check
     torch.library.opcheck(rows_x2.op, (x,))
     torch.library.opcheck(rows_x2.op, (t,))
+
+
+def _square(x, out):
+    torch.mul(x, x, out=out)
+
+
+def _square_recording(ctx, x, out):
+    """The launch of an eager call that records a gradient: the square and, from the same pass, the gradient for an
+    output gradient of ones, kept on the ctx."""
+    torch.mul(x, x, out=out)
+    ctx.grad_at_ones = 2 * x
+
+
+def _square_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _square_backward(ctx, grad):
+    held = getattr(ctx, "grad_at_ones", None)
+    _square_backward.held.append(held is not None)
+    if held is None:
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+    ctx.grad_at_ones = None  # a second backward (retain_graph) computes afresh
+    return held * grad
+
+
+_square_backward.held = []
+square = kernelkit.op(
+    "kktest::square(Tensor x) -> Tensor",
+    inputs={"x": TensorSpec(dtypes=FLOATS)},
+    output=like("x"),
+    backward=_square_backward,
+    setup_context=_square_setup,
+    device="cpu",
+    launch_with_ctx=_square_recording,
+)(_square)
+
+
+def test_launch_with_ctx_runs_only_in_eager_calls_that_record_a_gradient():
+    """The recording launch runs in an eager call that needs a gradient and hands its work to the backward through
+    the ctx; calls without a gradient, through the dispatcher or under torch.compile take the plain launch, and the
+    backward computes the same gradient without it."""
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(3, 5, dtype=torch.float64)
+    _square_backward.held.clear()
+    y = square(x)
+    assert torch.equal(y, x * x)
+    (eager,) = torch.autograd.grad(y, x, g, retain_graph=True)
+    (again,) = torch.autograd.grad(y, x, g)
+    (dispatched,) = torch.autograd.grad(square.op(x), x, g)
+    compiled = torch.compile(lambda t: square(t) * 1.0, fullgraph=True, backend="aot_eager")
+    (traced,) = torch.autograd.grad(compiled(x), x, g)
+    with torch.no_grad():
+        assert square(x).grad_fn is None
+    assert _square_backward.held == [True, False, False, False]
+    for other in (again, dispatched, traced):
+        assert torch.equal(eager, other)
+    assert torch.equal(eager, 2 * x.detach() * g)

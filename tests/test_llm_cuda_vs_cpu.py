@@ -7,11 +7,13 @@ import torch
 
 import kernelkit.ops as K
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import CTYPE, has_clusters, kernel, scratch
+from kernelkit.ops._runtime import CTYPE, has_clusters, held_loss_scratch, kernel, scratch
 from kernelkit.ops.softmax import (
+    _HELD_CE_FITS,
     _ce_grid,
     _cross_entropy,
     _cross_entropy_reduced,
+    _held_ce_shape,
     _softmax_shape,
     cross_entropy_backward,
     softmax_backward,
@@ -742,6 +744,95 @@ def test_cross_entropy_reduced_spilled_partials(dtype):
     assert (spill == -1).all() and (words == 0).all()
     calm = rand(rows, cols, dtype, scale=4)
     check_reduced(calm, target, 0.1, dtype)
+
+
+HELD_CE_CASES = [
+    (dtype, cols)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16)
+    for cols in (512, 1024, 2048, 4096, 4104, 8192, 16384, 32768, 40000, 65536)
+    if _held_ce_shape(dtype, cols)
+]
+
+
+def test_held_cross_entropy_cases_cover_every_fit():
+    """Each fit's narrowest and widest rows, and a width that is not a multiple of its packs."""
+    fits = {(dtype, cols): _held_ce_shape(dtype, cols)[0] for dtype, cols in HELD_CE_CASES}
+    assert set(fits.values()) == {
+        f"kk_cross_entropy_held<{CTYPE[dtype]}, {packs}, {minb}>"
+        for dtype in (torch.float32, torch.bfloat16, torch.float16)
+        for packs, minb, _ in _HELD_CE_FITS[dtype.itemsize]
+    }
+    assert {(torch.float32, 512), (torch.float32, 16384), (torch.bfloat16, 2048), (torch.bfloat16, 65536)} <= set(fits)
+    assert _held_ce_shape(torch.float32, 32768) is None and _held_ce_shape(torch.bfloat16, 4100) is None
+
+
+def held_case(dtype, cols, rows=70, scale=4.0, offset=0):
+    x = rand(rows, cols, dtype, offset, scale=scale).requires_grad_()
+    target = torch.randint(0, cols, (rows,), device="cuda")
+    target[::7] = -100
+    return x, target
+
+
+@pytest.mark.parametrize("dtype, cols", HELD_CE_CASES)
+@pytest.mark.parametrize("mean", [True, False])
+@pytest.mark.parametrize("out_dtype", [None, torch.float32])
+def test_cross_entropy_gradient_written_in_the_forward(dtype, cols, mean, out_dtype):
+    """An eager call whose logits need a gradient writes it in the loss's forward (kk_cross_entropy_held) and the
+    backward returns it: bitwise the gradient kk_cross_entropy_bwd writes from the same stats and divisor, for a loss
+    gradient of 1 (kept) and of 0.37 (rewritten); a second backward computes it afresh and leaves the first alone. The
+    loss, stats and gradient agree with the CPU's."""
+    x, target = held_case(dtype, cols)
+    for scale in (None, 0.37):
+        loss, stats, div = _cross_entropy_reduced(x, target, -100, 0.0, mean, out_dtype)
+        assert loss.grad_fn.held_grad is not None  # the forward wrote the gradient
+        (lossc, statsc, divc) = _cross_entropy_reduced(x.detach().cpu(), target.cpu(), -100, 0.0, mean, out_dtype)
+        acc = torch.float32
+        agree(loss, lossc, loss.dtype if loss.dtype != torch.float32 else acc, 4)
+        agree(stats, statsc, acc, 4)
+        assert div.item() == divc.item() == ((target != -100).sum().item() if mean else 1)
+        g = torch.ones((), device="cuda", dtype=loss.dtype) if scale is None else torch.tensor(scale).to(loss)
+        (grad,) = torch.autograd.grad(loss, x, g, retain_graph=True)
+        want = cross_entropy_backward(x.detach(), target, stats, g, -100, 0.0, div)
+        assert torch.equal(grad, want)
+        agree(grad, cross_entropy_backward(x.detach().cpu(), target.cpu(), statsc, g.cpu(), -100, 0.0, divc), dtype, 2)
+        kept = grad.clone()
+        (again,) = torch.autograd.grad(loss, x, g)
+        assert torch.equal(again, want) and torch.equal(grad, kept) and again.data_ptr() != grad.data_ptr()
+    held = held_loss_scratch(x.get_device(), 1, 1)
+    torch.cuda.synchronize()
+    assert held.count.item() == 0 and held.ticket.item() == 0  # set back to zero for the next call
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cross_entropy_gradient_in_the_forward_edge_rows(dtype):
+    """Every target ignored (mean NaN, sum 0, gradient 0), a target out of range (NaN in its row's loss), logits with
+    -inf and huge entries, a misaligned or label-smoothed call (the kernels apart); bitwise the same across runs."""
+    cols = 4096
+    x, target = held_case(dtype, cols)
+    ignored = torch.full_like(target, -100)
+    for mean in (True, False):
+        loss, _, _ = _cross_entropy_reduced(x, ignored, -100, 0.0, mean, None)
+        assert loss.grad_fn.held_grad is not None
+        (grad,) = torch.autograd.grad(loss, x)
+        assert (loss.isnan() if mean else loss == 0) and not grad.any()
+    bad = target.clone()
+    bad[3] = cols
+    loss, stats, div = _cross_entropy_reduced(x, bad, -100, 0.0, False, None)
+    assert loss.isnan()
+    (grad,) = torch.autograd.grad(loss, x)
+    assert torch.equal(grad, cross_entropy_backward(x.detach(), bad, stats, torch.ones_like(loss), -100, 0.0, div))
+    with torch.no_grad():
+        x[0, :7] = float("-inf")
+        x[1, 5] = 1e4
+    got = [torch.autograd.grad(K.cross_entropy(x, target), x)[0] for _ in range(2)]
+    losses = [K.cross_entropy(x, target) for _ in range(2)]
+    assert torch.equal(got[0], got[1]) and torch.equal(losses[0], losses[1]) and not got[0].isnan().any()
+    ref = torch.nn.functional.cross_entropy(x.detach().double().requires_grad_(), target)
+    torch.testing.assert_close(losses[0].double(), ref, atol=TOL[dtype] * 4, rtol=TOL[dtype] * 4)
+    for other in (held_case(dtype, cols, offset=1)[0], x):
+        smoothing = 0.1 if other is x else 0.0
+        loss, _, _ = _cross_entropy_reduced(other, target, -100, smoothing, True, None)
+        assert getattr(loss.grad_fn, "held_grad", None) is None  # label smoothing, misaligned logits: kernels apart
 
 
 def test_cross_entropy_loss_on_two_streams_at_once():

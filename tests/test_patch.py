@@ -34,6 +34,26 @@ def test_patch_reports_and_matches_the_unpatched_model(tiny_llama):
         torch.testing.assert_close(pp.grad, pb.grad, atol=5e-5, rtol=5e-4, msg=n)
 
 
+@pytest.mark.parametrize("items", [50, "tensor"])
+def test_patched_loss_divides_by_the_accumulated_batchs_tokens(tiny_llama, items):
+    """As transformers' Trainer calls the loss under gradient accumulation: a sum over this micro-batch divided by
+    num_items_in_batch, the tokens of the whole accumulated batch (an int or a tensor)."""
+    base = tiny_llama()
+    patched = copy.deepcopy(base)
+    kernelkit.patch(patched)
+    ids = torch.randint(0, 128, (2, 24))
+    labels = ids.clone()
+    labels[:, :3] = -100
+    num = 50 if items == 50 else torch.tensor(50)
+    out_b = base(input_ids=ids, labels=labels, num_items_in_batch=num)
+    out_p = patched(input_ids=ids, labels=labels, num_items_in_batch=num)
+    torch.testing.assert_close(out_p.loss, out_b.loss, atol=2e-5, rtol=2e-5)
+    out_b.loss.backward()
+    out_p.loss.backward()
+    for (n, pb), (_, pp) in zip(base.named_parameters(), patched.named_parameters()):
+        torch.testing.assert_close(pp.grad, pb.grad, atol=5e-5, rtol=5e-4, msg=n)
+
+
 def test_training_losses_agree_over_steps(tiny_llama):
     base = tiny_llama()
     patched = copy.deepcopy(base)

@@ -338,10 +338,12 @@ def _generate(
         exec(compile("\n".join(lines), f"<kernelkit fast path {opname}>", "exec"), scope)
         return scope["fast"]
 
-    def build(with_launch: bool, launch: Optional[Callable]):
-        lines = [f"def generated({params}):", *("    " + b for b in body)]
+    def build(with_launch: bool, launch: Optional[Callable], with_ctx: bool = False):
+        """``with_ctx``: the generated function and ``launch`` take an autograd ctx first."""
+        head = f"ctx, {params}" if with_ctx else params
+        lines = [f"def generated({head}):", *("    " + b for b in body)]
         if with_launch:
-            lines.append(f"    launch({call})")
+            lines.append(f"    launch({'ctx, ' if with_ctx else ''}{call})")
         lines.append(f"    {ret}")
         scope = dict(env, launch=launch)
         exec(compile("\n".join(lines), f"<kernelkit op {opname}>", "exec"), scope)
@@ -396,16 +398,19 @@ class KernelOp:
         return f"<kernelkit op {self.qualname}>"
 
 
-def _autograd_apply(qualname: str, impl: Callable, setup_context: Optional[Callable], backward: Callable) -> Callable:
+def _autograd_apply(
+    qualname: str, impl: Callable, setup_context: Optional[Callable], backward: Callable, with_ctx: bool = False
+) -> Callable:
     """``impl`` (a backend implementation, every argument given) as an autograd.Function with the op's
     formula: what torch.library.register_autograd builds, without the dispatcher around it (its Python
-    autograd kernel, default filling and redispatch cost more host time than a whole op launch)."""
+    autograd kernel, default filling and redispatch cost more host time than a whole op launch). ``with_ctx``:
+    ``impl`` takes the Function's ctx first (an op's ``launch_with_ctx``)."""
 
     def forward(ctx, *args):
         # Outputs marked non-differentiable (the per-row stats) then reach ``backward`` as None. By default torch
         # allocates and zero-fills a tensor for each on every backward: a launch each (AOTAutograd sets the same).
         ctx._materialize_non_diff_grads = False
-        out = impl(*args)
+        out = impl(ctx, *args) if with_ctx else impl(*args)
         if setup_context is not None:
             setup_context(ctx=ctx, inputs=args, output=out)
         return out
@@ -427,6 +432,7 @@ def op(
     setup_context: Optional[Callable] = None,
     cpu: Optional[Callable] = None,
     device: str = "cuda",
+    launch_with_ctx: Optional[Callable] = None,
 ) -> Callable[[Callable], KernelOp]:
     """Register a launch function as the op ``schema`` ("ns::name(Tensor x, ...) -> Tensor").
 
@@ -437,6 +443,15 @@ def op(
     ``setup_context``, as in torch.library.register_autograd) are generated and registered.
     ``cpu`` is an optional implementation with the same signature for CPU tensors. Mutating
     ops (``Tensor(a!) x``) declare ``output=None`` and write in place.
+
+    ``launch_with_ctx``: in place of the decorated launch (``device``'s) in an eager call that records a gradient
+    (plain tensors, no modes), a launch given the autograd ctx first. It may do part of the backward's work in
+    the same pass and leave it on the ctx, where ``backward`` takes it; ``backward`` must also work without it,
+    as torch.compile and the dispatcher's autograd run it after the plain launch.
+
+    >>> def launch_recording(ctx, x, out):  # the loss and, from the same read of x, its gradient for a grad of 1
+    ...     ctx.grad_x = torch.empty_like(x)
+    ...     mod.kernel("loss_and_grad").launch(grid, block, (x, out, ctx.grad_x, x.numel()))
     """
     qualname, _, rest = schema.partition("(")
     if "::" not in qualname or not rest:
@@ -463,6 +478,9 @@ def op(
             _autograd_apply(qualname, f, setup_context, backward) if f is not None and backward is not None else None
             for f in (cuda_impl, host_impl)
         ]
+        if launch_with_ctx is not None and backward is not None:
+            recording = build(True, launch_with_ctx, with_ctx=True)
+            grads[0 if device == "cuda" else 1] = _autograd_apply(qualname, recording, setup_context, backward, True)
         fast = build_fast(cuda_impl, host_impl, *grads)
         fake = build(False, None)
         torch.library.register_fake(qualname, fake, lib=lib)

@@ -173,6 +173,33 @@ def scratch(device: int, n: int) -> Tuple[torch.Tensor, torch.Tensor]:
     return s
 
 
+class HeldLossScratch(NamedTuple):
+    """Buffers of the cross-entropy whose gradient is written in its forward (kernels/softmax.cu
+    kk_cross_entropy_held and its count and mean): one zeroed 64-bit count and one zeroed 32-bit ticket, which the
+    mean's last block sets back to zero, and room for the blocks' partial sums and the rows' float32 losses."""
+
+    count: torch.Tensor
+    ticket: torch.Tensor
+    partial: torch.Tensor
+    row_loss: torch.Tensor
+
+
+_held_scratch: Dict[Tuple[int, int], HeldLossScratch] = {}
+
+
+def held_loss_scratch(device: int, rows: int, blocks: int) -> HeldLossScratch:
+    """:class:`HeldLossScratch` for ``rows`` rows and ``blocks`` partial sums on ``device``, kept per (device, current
+    stream) as :func:`scratch` is: no allocation per call."""
+    key = (device, torch._C._cuda_getCurrentRawStream(device))
+    s = _held_scratch.get(key)
+    if s is None or s.row_loss.numel() < rows or s.partial.numel() < blocks:
+        rows, blocks = max(rows, 65536), max(blocks, 64)
+        raw = torch.zeros(2 + blocks + cdiv(rows, 2), dtype=torch.int64, device=torch.device("cuda", device))
+        parts = (raw[:1], raw[1:2].view(torch.int32)[:1], raw[2 : 2 + blocks].view(torch.float64))
+        s = _held_scratch[key] = HeldLossScratch(*parts, raw[2 + blocks :].view(torch.float32))
+    return s
+
+
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     """The accumulation dtype of the kernels (kk::Acc<T>): float64 for float64, else float32."""
     return torch.float64 if dtype == torch.float64 else torch.float32

@@ -4,7 +4,7 @@ Rust (kernelkit-ops)."""
 from __future__ import annotations
 
 import functools
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
@@ -18,6 +18,7 @@ from kernelkit.ops._runtime import (
     acc_dtype,
     cdiv,
     check_stats,
+    held_loss_scratch,
     kernel,
     resident_blocks,
     row_cache_bytes,
@@ -190,10 +191,15 @@ _LOSS_MAX_BLOCKS = 2047  # kk_sm::kLossMaxBlocks: the reduced loss counts its bl
 
 
 @functools.cache
-def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int, second: Optional[torch.dtype] = None):
+def _ce_shape(
+    name: str, dtype: torch.dtype, cols: int, dev: int, second: Optional[torch.dtype] = None, keep: bool = False
+):
     """(kernel, block, rows per block, grid cap): a warp per row up to 2048 packs, else a block. ``second``: the
-    kernel's second template type, where it has one (the backward's scale, the reduced loss's output)."""
+    kernel's second template type, where it has one (the backward's scale, the reduced loss's output); ``keep``:
+    the backward's KEEP_AT_ONE instantiation."""
     expr = f"{name}<{CTYPE[dtype]}, {CTYPE[second]}>" if second else f"{name}<{CTYPE[dtype]}>"
+    if keep:
+        expr = f"{expr[:-1]}, true>"
     k = kernel("softmax", expr)
     nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
     warp_rows = nv <= 2048  # kWarpRowPacks
@@ -206,10 +212,10 @@ def _ce_shape(name: str, dtype: torch.dtype, cols: int, dev: int, second: Option
     return k, block, per_block, min(cap, _LOSS_MAX_BLOCKS) if name == "kk_cross_entropy_loss" else cap
 
 
-def _ce_grid(logits: torch.Tensor, name: str, second: Optional[torch.dtype] = None):
+def _ce_grid(logits: torch.Tensor, name: str, second: Optional[torch.dtype] = None, keep: bool = False):
     """(kernel, grid, block) of one cross-entropy launch over ``logits`` (grid 0 for no rows)."""
     rows, cols = logits.shape
-    k, block, per_block, cap = _ce_shape(name, logits.dtype, cols, logits.get_device(), second)
+    k, block, per_block, cap = _ce_shape(name, logits.dtype, cols, logits.get_device(), second, keep)
     return k, min(cdiv(rows, per_block), cap), block
 
 
@@ -226,14 +232,15 @@ def _check_ce_stats(logits, stats, row_scale, divisor):
         check_stats(opname, logits, 1, divisor=divisor)
 
 
-def _ce_bwd_cuda(logits, target, stats, row_scale, ignore_index, label_smoothing, divisor, grad):
+def _ce_bwd_cuda(logits, target, stats, row_scale, ignore_index, label_smoothing, divisor, grad, keep=False):
     """The gradient of cross-entropy for the logits, from the forward's ``stats``: row r is scaled by
-    row_scale[r] (or its one value) divided by ``divisor`` (a one-element tensor; None for 1).
+    row_scale[r] (or its one value) divided by ``divisor`` (a one-element tensor; None for 1). ``keep``: ``grad``
+    already holds the gradient for a row_scale of 1 (kk_cross_entropy_held's), rewritten only where it is not 1.
 
     >>> grad = cross_entropy_backward(logits, target, stats, grad_loss, -100, 0.0, divisor)
     """
     _check_ce_stats(logits, stats, row_scale, divisor)
-    k, grid, block = _ce_grid(logits, "kk_cross_entropy_bwd", row_scale.dtype)
+    k, grid, block = _ce_grid(logits, "kk_cross_entropy_bwd", row_scale.dtype, keep)
     if grid:
         rows, cols = logits.shape
         stride = 0 if row_scale.numel() == 1 else 1
@@ -331,6 +338,56 @@ def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dt
     k.launch(grid, block, args)
 
 
+# A mean or sum in an eager call whose logits need a gradient: the forward also writes the gradient for a loss
+# gradient of 1 from the same read of each row, which it holds whole in one block's registers (kernels/softmax.cu
+# kk_cross_entropy_held), and keeps it on the autograd ctx; the backward returns it, rewriting it only when the loss's
+# gradient is not 1 (checked on the device). Before it, kk_cross_entropy_count counts the rows the mean divides by;
+# after it, kk_cross_entropy_mean sums the row losses; each launched dependent on the one before. Per element size:
+# (register packs per thread, minimum blocks per SM, fewest threads per row), the first whose block of at most 512
+# threads holds the row with at least that many; other rows keep the kernels apart. Against them, forward and
+# backward of a mean on an H200 (bench/exp_ce_fused_fits.py, h200-2026-11-24-s34/ce-fused-fits.log): bf16 32768 x
+# 2048 109.8 -> 88.5 us, x 4096 202.9 -> 144.7, x 8192 388.3 -> 271.3, x 16384 762.0 -> 527.5, 16384 x 32000 866.0
+# -> 555.2, 8192 x 65536 758.0 -> 724.6; float32 32768 x 512 60.8 -> 51.8, x 4096 385.9 -> 272.7, x 8192 756.7 ->
+# 529.2, x 16384 1474.7 -> 1044.0. bf16 32768 x 1024 was slower (62.2 -> 74.0) and keeps them; float32 rows of
+# 32768 columns would need 16 packs, which spill.
+_HELD_CE_FITS = {2: ((8, 2, 64), (4, 2, 64), (16, 1, 256)), 4: ((8, 2, 64), (4, 2, 32))}
+_COUNT_PER = 8  # kk_cross_entropy_count's and kk_cross_entropy_mean's rows per thread
+_TOTAL_THREADS = 256  # their blocks (kk_sm::kTotalThreads)
+
+
+@functools.cache
+def _held_ce_shape(dtype: torch.dtype, cols: int) -> Optional[Tuple[str, int]]:
+    """(kk_cross_entropy_held's instantiation, threads per row) for rows of ``cols``, or None (the kernels apart)."""
+    if cols % VEC[dtype]:
+        return None
+    nv = cols // VEC[dtype]
+    for packs, minb, threads in _HELD_CE_FITS.get(dtype.itemsize, ()):
+        if packs * threads <= nv <= packs * 512:
+            return f"kk_cross_entropy_held<{CTYPE[dtype]}, {packs}, {minb}>", cdiv(cdiv(nv, packs), 32) * 32
+    return None
+
+
+def _ce_reduced_with_grad(ctx, logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
+    rows, cols = logits.shape
+    held = _held_ce_shape(logits.dtype, cols) if rows and not label_smoothing else None
+    if held is None or logits.data_ptr() % 16:
+        return _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor)
+    _check_loss_dtype(loss.dtype)
+    dev = logits.get_device()
+    grad = torch.empty_like(logits)
+    blocks = cdiv(rows, _TOTAL_THREADS * _COUNT_PER)
+    count, ticket, partial, row_loss = held_loss_scratch(dev, rows, blocks)
+    if mean:
+        counter = kernel("softmax", f"kk_cross_entropy_count<{_COUNT_PER}>")
+        counter.launch(blocks, _TOTAL_THREADS, (target, rows, ignore_index, count))
+    args = (logits, target, stats, row_loss, grad, count, int(mean), rows, cols, ignore_index)
+    kernel("softmax", held[0]).launch(rows, held[1], args, dependent=mean)
+    total = kernel("softmax", f"kk_cross_entropy_mean<float, {CTYPE[loss.dtype]}, {_COUNT_PER}>")
+    args = (row_loss, count, partial, ticket, rows, int(mean), loss, divisor)
+    total.launch(blocks, _TOTAL_THREADS, args, dependent=True)
+    ctx.held_grad = grad
+
+
 def _ce_reduced_setup(ctx, inputs, output):
     logits, target, ignore_index, label_smoothing, _, _ = inputs
     ctx.mark_non_differentiable(output[1], output[2])
@@ -340,8 +397,13 @@ def _ce_reduced_setup(ctx, inputs, output):
 
 def _ce_reduced_backward(ctx, grad_loss, grad_stats, grad_divisor):
     logits, target, stats, divisor = ctx.saved_tensors
-    grad = cross_entropy_backward(logits, target, stats, grad_loss, ctx.ignore_index, ctx.label_smoothing, divisor)
-    return grad, None, None, None, None, None
+    held = getattr(ctx, "held_grad", None)
+    if held is None:  # compiled, or a second backward (retain_graph): the first returned the held gradient
+        grad = cross_entropy_backward(logits, target, stats, grad_loss, ctx.ignore_index, ctx.label_smoothing, divisor)
+        return grad, None, None, None, None, None
+    ctx.held_grad = None
+    _ce_bwd_cuda(logits, target, stats, grad_loss, ctx.ignore_index, 0.0, divisor, held, keep=True)
+    return held, None, None, None, None, None
 
 
 _cross_entropy_reduced = op(
@@ -359,6 +421,7 @@ _cross_entropy_reduced = op(
     backward=_ce_reduced_backward,
     setup_context=_ce_reduced_setup,
     cpu=_ce_reduced_cpu,
+    launch_with_ctx=_ce_reduced_with_grad,
 )(_ce_reduced_cuda)
 
 
@@ -376,6 +439,11 @@ def cross_entropy(
     come from one pass; the gradient is written from them without materializing the softmax. The loss
     is computed in float32 (float64 for float64 logits) and returned in the logits' dtype, as torch
     does, or in ``out_dtype`` (e.g. float32 for bfloat16 logits, as Hugging Face's loss reports it).
+
+    With a mean or sum, no label smoothing and logits that need a gradient (eager, on the GPU), the forward also
+    writes the logits' gradient from the same read, and the backward hands it over: one pass over the logits for
+    both when the loss's gradient is 1 (``loss.backward()``), the gradient alive from the forward to the backward.
+    A loss scaled before its backward (``(loss / steps).backward()``) has its gradient written again there.
 
     >>> loss = kernelkit.ops.cross_entropy(logits.view(-1, vocab), labels.view(-1))
     """
