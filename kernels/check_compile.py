@@ -53,11 +53,6 @@ ALLOWED_SPILL = {
     "kk_add_rms_norm_fwd<float, false, 4, 3, true>": 8,
     "kk_add_rms_norm_fwd<float, false, 8, 2, true>": 8,
     "kk_layer_norm_fwd<double, false, 4, 2, true>": 8,
-    # 16-bit cross-entropy rows beyond 32768 columns, held at 16 packs per thread (ops/softmax.py _HELD_CE_FITS): 12
-    # bytes of spills on sm_90, and still faster than the kernels apart (bf16 8192 x 65536 758.0 -> 724.6 us, measured
-    # with them; bench/exp_ce_fused_fits.py, h200-2026-11-24-s34/ce-fused-fits.log).
-    "kk_cross_entropy_held<__half, 16, 1>": 8,
-    "kk_cross_entropy_held<__nv_bfloat16, 16, 1>": 16,
     # float32 LayerNorm rows of 4097 to 16384 columns (ops/norms.py): 95% of copy at 8192 columns with this
     # 8-byte spill, 87.5% for 4 packs at 1 block per SM without (bench/results/h200-2026-11-22-s7/sweep_llm5.log).
     "kk_layer_norm_fwd<float, false>": 16,
@@ -172,7 +167,9 @@ def instantiations():
     # cross-entropy with its gradient in one read (ops/softmax.py _HELD_CE_FITS), its count and mean in each output
     # dtype, and the backward that keeps its gradient at a loss gradient of 1, reading that in each dtype
     sm += [f"kk_cross_entropy_held<{t}, {p}, 2>" for t in ("float", "__half", "__nv_bfloat16") for p in (4, 8)]
-    sm += [f"kk_cross_entropy_held<{t}, 16, 1>" for t in ("__half", "__nv_bfloat16")]
+    # ... split over a cluster (_HELD_CE_SPLIT_FITS), of any CTAs and of 2, 3, 4, 8 and 16 fixed at compile time
+    held_split = [f"kk_cross_entropy_held<{t}, 8, 2, true" for t in ("float", "__half", "__nv_bfloat16")]
+    sm += [f"{h}{c}>" for h in held_split for c in ("", ", 2", ", 3", ", 4", ", 8", ", 16")]
     sm += ["kk_cross_entropy_count<8>"] + [f"kk_cross_entropy_mean<float, {o}, 8>" for o in TYPES]
     sm += [f"kk_cross_entropy_bwd<{t}, {o}, true>" for t in ("float", "__half", "__nv_bfloat16") for o in TYPES]
     # rows held whole in registers (HELD), as ops/softmax.py launches them

@@ -1034,15 +1034,87 @@ __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long
                             label_smoothing);
 }
 
+namespace kk_sm {
+// One row of kk_cross_entropy_held at offset o: thread ti of the row's nt loads its n packs, the row's (max, sum exp)
+// comes from its team (the block, or the cluster when SPLIT), its first thread writes the stats and loss, then the
+// gradient is written from registers, after the count (pdl_wait) on the block's first row.
+template <typename T, int P, bool SPLIT, int CTAS>
+__device__ __forceinline__ void held_ce_row(const T* logits, const long long* target, acc_t<T>* stats,
+                                            acc_t<T>* row_loss, T* grad, const unsigned long long* count, int mean,
+                                            long long cols, long long ignore_index, long long o, long long row,
+                                            long long nv, int ti, int nt, acc_t<T>* red, int& parity,
+                                            SplitReduce<2, acc_t<T>, CTAS>* cluster, bool& waited, acc_t<T>& sc) {
+  using A = acc_t<T>;
+  constexpr int W = kk::kVec<T>;
+  const T* xr = logits + o;
+  const long long t = target[row];
+  const int n = ti < nv ? (int)min((long long)P, (nv - ti + nt - 1) / nt) : 0;
+  Vec<T, W> u[P];
+#pragma unroll
+  for (int k = 0; k < P; ++k)
+    if (k < n) u[k] = load_vec<W, kCeLd>(xr + (k * (long long)nt + ti) * W);
+  A m = ninf<A>(), s = A(0);
+  ms_update<T, W, P>(u, n, m, s);
+  Red<A, 2> st;
+  st.f[0] = m;
+  st.f[1] = s;
+  if constexpr (SPLIT) (*cluster)(st.f, ArrayOp<MaxSumOp<T, 2>, A, 2>{});
+  else st = team_allreduce<MaxSumOp<T, 2>, true>(st, red, parity);  // bitwise equal in every lane
+  const A mr = safe_ref(st.f[0]), ls_m = lg(st.f[1]);
+  const bool ignored = t == ignore_index;
+  if (ti == 0) {
+    stats[2 * row] = mr;
+    stats[2 * row + 1] = ls_m;
+    row_loss[row] = ignored ? A(0) : (t < 0 || t >= cols) ? qnan<A>() : ls_m - (to_acc(xr[t]) - mr);
+  }
+  if (!waited) {
+    kk::pdl_wait();
+    sc = A(1) / (mean ? (A)*count : A(1));  // ce_row_meta's row_scale / div for a row_scale of 1
+    waited = true;
+  }
+  T* gr = grad + o;
+  if (ignored) {
+    A z[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) z[j] = A(0);
+#pragma unroll
+    for (int k = 0; k < P; ++k)
+      if (k < n) store_vec<W>(gr + (k * (long long)nt + ti) * W, kk::acc_to_vec<T, W>(z));
+  } else {
+#pragma unroll
+    for (int k = 0; k < P; ++k)
+      if (k < n) {
+        const long long p = k * (long long)nt + ti;
+        store_vec<W>(gr + p * W, ce_bwd_pack<T, W>(u[k], p * W, t, mr, ls_m, sc, A(0), A(1)));
+      }
+  }
+}
+
+// Rows split over clusters (kk_cross_entropy_held's SPLIT), as softmax_fwd_split.
+template <typename T, int P, int CTAS>
+__device__ __forceinline__ void held_ce_split(const T* logits, const long long* target, acc_t<T>* stats,
+                                              acc_t<T>* row_loss, T* grad, const unsigned long long* count, int mean,
+                                              long long rows, long long cols, long long ignore_index, acc_t<T>* red,
+                                              bool& waited, acc_t<T>& sc) {
+  split_rows<2, T, kk::kVec<T>, P, CTAS>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
+                                                         SplitReduce<2, acc_t<T>, CTAS>& cluster) {
+    held_ce_row<T, P, true, CTAS>(logits, target, stats, row_loss, grad, count, mean, cols, ignore_index, o,
+                                  kk::div_ll(o, cols), nv, ti, nt, red, parity, &cluster, waited, sc);
+  });
+}
+}  // namespace kk_sm
+
 // kk_cross_entropy_held: kk_cross_entropy_fwd's stats and row losses (no label smoothing), and the gradient
 // kk_cross_entropy_bwd<T, S> writes for a loss gradient of 1 with divisor[0] = (mean ? *count : 1), bit for bit, in
-// one read of the logits: each row is held whole in its block's registers, thread tx of R = blockDim.x holding packs
-// tx + k * R (k < P), so the gradient is written from registers after the row's one (max, sum exp) reduction. The
-// gradient waits for the count only before its first store (kk::pdl_wait): launch it dependent on
-// kk_cross_entropy_count, which computes it meanwhile; kk_cross_entropy_mean, launched dependent on this one, sums
-// the row losses. Vector path only: cols % VEC == 0, logits and grad 16-byte aligned, cols <= P * R * VEC (else it
-// traps). Launch: block R (multiple of 32, <= 512), grid rows (one row per block; any grid is correct).
-template <typename T, int P, int MINB>
+// one read of the logits: each row is held whole in registers, thread ti of the row's nt holding packs ti + k * nt
+// (k < P), so the gradient is written from registers after the row's one (max, sum exp) reduction. The gradient
+// waits for the count only before its first store (kk::pdl_wait): launch it dependent on kk_cross_entropy_count,
+// which computes it meanwhile; kk_cross_entropy_mean, launched dependent on this one, sums the row losses. Vector
+// path only: cols % VEC == 0, logits and grad 16-byte aligned, cols <= P * nt * VEC (else it traps).
+// Launch: block R (multiple of 32, <= 512), any grid: one block per row (grid rows) measured fastest. SPLIT (sm_90+):
+// a row over a cluster of gridDim.y CTAs (nt = R * gridDim.y, reduced through kk::ClusterRowReduce), as
+// kk_softmax_fwd's split rows; CTAS > 0: blocks of kk::kFixedThreads in clusters of CTAS, fixed at compile time.
+template <typename T, int P, int MINB, bool SPLIT = false, int CTAS = 0>
 __global__ void __launch_bounds__(512, MINB) kk_cross_entropy_held(const T* __restrict__ logits,
     const long long* __restrict__ target, kk::acc_t<T>* __restrict__ stats, kk::acc_t<T>* __restrict__ row_loss,
     T* __restrict__ grad, const unsigned long long* count, int mean, long long rows, long long cols,
@@ -1051,56 +1123,23 @@ __global__ void __launch_bounds__(512, MINB) kk_cross_entropy_held(const T* __re
   using A = acc_t<T>;
   constexpr int W = kk::kVec<T>;
   __shared__ A red[2 * 32 * 2];
+  if (kk::split_unsupported<SPLIT>()) return;
   kk::pdl_trigger();  // the mean, launched dependent, waits for this whole grid
   check_block();
-  const long long nv = cols / W;
-  const int tx = threadIdx.x, R = blockDim.x;
-  if (cols % W || !kk::aligned16(kk::addr(logits) | kk::addr(grad)) || nv > (long long)P * R) __trap();
-  const int n = tx < nv ? (int)min((long long)P, (nv - tx + R - 1) / R) : 0;  // this thread's packs
-  int parity = 0;
+  kk::check_split<SPLIT>();
+  if (cols % W || !kk::aligned16(kk::addr(logits) | kk::addr(grad))) __trap();
   bool waited = false;
   A sc = A(0);
-  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* xr = logits + row * cols;
-    const long long t = target[row];
-    Vec<T, W> u[P];
-#pragma unroll
-    for (int k = 0; k < P; ++k)
-      if (k < n) u[k] = load_vec<W, kCeLd>(xr + (k * (long long)R + tx) * W);
-    A m = ninf<A>(), s = A(0);
-    ms_update<T, W, P>(u, n, m, s);
-    Red<A, 2> st;
-    st.f[0] = m;
-    st.f[1] = s;
-    st = team_allreduce<MaxSumOp<T, 2>, true>(st, red, parity);  // bitwise equal in every lane
-    const A mr = safe_ref(st.f[0]), ls_m = lg(st.f[1]);
-    const bool ignored = t == ignore_index;
-    if (tx == 0) {
-      stats[2 * row] = mr;
-      stats[2 * row + 1] = ls_m;
-      row_loss[row] = ignored ? A(0) : (t < 0 || t >= cols) ? qnan<A>() : ls_m - (to_acc(xr[t]) - mr);
-    }
-    if (!waited) {
-      kk::pdl_wait();
-      sc = A(1) / (mean ? (A)*count : A(1));  // ce_row_meta's row_scale / div for a row_scale of 1
-      waited = true;
-    }
-    T* gr = grad + row * cols;
-    if (ignored) {
-      A z[W];
-#pragma unroll
-      for (int j = 0; j < W; ++j) z[j] = A(0);
-#pragma unroll
-      for (int k = 0; k < P; ++k)
-        if (k < n) store_vec<W>(gr + (k * (long long)R + tx) * W, kk::acc_to_vec<T, W>(z));
-    } else {
-#pragma unroll
-      for (int k = 0; k < P; ++k)
-        if (k < n) {
-          const long long p = k * (long long)R + tx;
-          store_vec<W>(gr + p * W, ce_bwd_pack<T, W>(u[k], p * W, t, mr, ls_m, sc, A(0), A(1)));
-        }
-    }
+  if constexpr (SPLIT) {
+    held_ce_split<T, P, CTAS>(logits, target, stats, row_loss, grad, count, mean, rows, cols, ignore_index, red,
+                              waited, sc);
+  } else {
+    const long long nv = cols / W;
+    if (nv > (long long)P * blockDim.x) __trap();
+    int parity = 0;
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x)
+      held_ce_row<T, P, false, 0>(logits, target, stats, row_loss, grad, count, mean, cols, ignore_index, row * cols,
+                                  row, nv, threadIdx.x, blockDim.x, red, parity, nullptr, waited, sc);
   }
 }
 

@@ -79,13 +79,16 @@ class RowShape(NamedTuple):
     smem: int = 0
     pair: int = 1
 
-    def launch(self, grid: int, args: tuple) -> None:
+    def launch(self, grid: int, args: tuple, dependent: bool = False) -> None:
+        """``dependent``: a programmatic dependent launch (kernels/common.cuh kk::pdl_wait)."""
         if self.ctas > 1:
-            self.kernel.launch((grid, self.ctas), self.block, args, self.smem, cluster=(1, self.ctas, 1))
+            cluster = (1, self.ctas, 1)
+            self.kernel.launch((grid, self.ctas), self.block, args, self.smem, cluster=cluster, dependent=dependent)
         elif self.pair > 1:
-            self.kernel.launch(grid, self.block, args, self.smem, cluster=(self.pair, 1, 1))
+            cluster = (self.pair, 1, 1)
+            self.kernel.launch(grid, self.block, args, self.smem, cluster=cluster, dependent=dependent)
         else:
-            self.kernel.launch(grid, self.block, args, self.smem)
+            self.kernel.launch(grid, self.block, args, self.smem, dependent=dependent)
 
 
 # The most CTAs of a split row on a fixed geometry: Hopper's non-portable cluster size (the launch opts the kernel

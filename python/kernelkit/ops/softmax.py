@@ -4,7 +4,7 @@ Rust (kernelkit-ops)."""
 from __future__ import annotations
 
 import functools
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 
@@ -344,36 +344,46 @@ def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dt
 # gradient is not 1 (checked on the device). Before it, kk_cross_entropy_count counts the rows the mean divides by;
 # after it, kk_cross_entropy_mean sums the row losses; each launched dependent on the one before. Per element size:
 # (register packs per thread, minimum blocks per SM, fewest threads per row), the first whose block of at most 512
-# threads holds the row with at least that many; other rows keep the kernels apart. Against them, forward and
-# backward of a mean on an H200 (bench/exp_ce_fused_fits.py, h200-2026-11-24-s34/ce-fused-fits.log): bf16 32768 x
-# 2048 109.8 -> 88.5 us, x 4096 202.9 -> 144.7, x 8192 388.3 -> 271.3, x 16384 762.0 -> 527.5, 16384 x 32000 866.0
-# -> 555.2, 8192 x 65536 758.0 -> 724.6; float32 32768 x 512 60.8 -> 51.8, x 4096 385.9 -> 272.7, x 8192 756.7 ->
-# 529.2, x 16384 1474.7 -> 1044.0. bf16 32768 x 1024 was slower (62.2 -> 74.0) and keeps them; float32 rows of
-# 32768 columns would need 16 packs, which spill.
-_HELD_CE_FITS = {2: ((8, 2, 64), (4, 2, 64), (16, 1, 256)), 4: ((8, 2, 64), (4, 2, 32))}
+# threads holds the row with at least that many; wider rows on sm_90+ (16-byte path) are split over a cluster of up to
+# 16 CTAs (_runtime.split_shape), each holding its part: (packs per thread, minimum blocks per SM) per element size;
+# other rows keep the kernels apart. Against them, forward and backward of a mean on an H200
+# (bench/exp_ce_fused_fits.py, h200-2026-11-24-s34/ce-fused-fits.log and ce-fused-fits-wide.log): bf16 32768 x 2048
+# 109.8 -> 88.5 us, x 4096 202.9 -> 144.7, x 8192 388.3 -> 271.3, x 16384 762.0 -> 527.5, 16384 x 32000 866.0 ->
+# 555.2; split, 2048 x 65536 209.7 -> 155.8 (16 packs in one block: 189.9), x 131072 396.6 -> 336.1, x 262144 770.9
+# -> 627.7; float32 32768 x 512 60.8 -> 51.8, x 4096 385.9 -> 272.7, x 8192 756.7 -> 529.2, x 16384 1474.7 ->
+# 1044.0; split, 4096 x 32768 382.6 -> 293.8, 2048 x 65536 386.9 -> 289.8, x 262144 1498.5 -> 1147.1. bf16 32768 x
+# 1024 was slower (62.2 -> 74.0) and keeps them.
+_HELD_CE_FITS = {2: ((8, 2, 64), (4, 2, 64)), 4: ((8, 2, 64), (4, 2, 32))}
+_HELD_CE_SPLIT_FITS = {2: (8, 2), 4: (8, 2)}
 _COUNT_PER = 8  # kk_cross_entropy_count's and kk_cross_entropy_mean's rows per thread
 _TOTAL_THREADS = 256  # their blocks (kk_sm::kTotalThreads)
 
 
 @functools.cache
-def _held_ce_shape(dtype: torch.dtype, cols: int) -> Optional[Tuple[str, int]]:
-    """(kk_cross_entropy_held's instantiation, threads per row) for rows of ``cols``, or None (the kernels apart)."""
+def _held_ce_shape(dtype: torch.dtype, cols: int, dev: int) -> Optional[RowShape]:
+    """kk_cross_entropy_held's launch for rows of ``cols`` (one row per block, or per cluster), or None (the kernels
+    apart)."""
     if cols % VEC[dtype]:
         return None
     nv = cols // VEC[dtype]
     for packs, minb, threads in _HELD_CE_FITS.get(dtype.itemsize, ()):
         if packs * threads <= nv <= packs * 512:
-            return f"kk_cross_entropy_held<{CTYPE[dtype]}, {packs}, {minb}>", cdiv(cdiv(nv, packs), 32) * 32
-    return None
+            k = kernel("softmax", f"kk_cross_entropy_held<{CTYPE[dtype]}, {packs}, {minb}>")
+            return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62)
+    split = _HELD_CE_SPLIT_FITS.get(dtype.itemsize)
+    if split is None or nv <= split[0] * 512:
+        return None
+    expr = f"kk_cross_entropy_held<{CTYPE[dtype]}, {split[0]}, {split[1]}, true>"
+    return split_shape("softmax", expr, split[0], dtype, cols, dev, fixed_geometry=True)
 
 
 def _ce_reduced_with_grad(ctx, logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
     rows, cols = logits.shape
-    held = _held_ce_shape(logits.dtype, cols) if rows and not label_smoothing else None
+    dev = logits.get_device()
+    held = _held_ce_shape(logits.dtype, cols, dev) if rows and not label_smoothing else None
     if held is None or logits.data_ptr() % 16:
         return _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor)
     _check_loss_dtype(loss.dtype)
-    dev = logits.get_device()
     grad = torch.empty_like(logits)
     blocks = cdiv(rows, _TOTAL_THREADS * _COUNT_PER)
     count, ticket, partial, row_loss = held_loss_scratch(dev, rows, blocks)
@@ -381,7 +391,7 @@ def _ce_reduced_with_grad(ctx, logits, target, ignore_index, label_smoothing, me
         counter = kernel("softmax", f"kk_cross_entropy_count<{_COUNT_PER}>")
         counter.launch(blocks, _TOTAL_THREADS, (target, rows, ignore_index, count))
     args = (logits, target, stats, row_loss, grad, count, int(mean), rows, cols, ignore_index)
-    kernel("softmax", held[0]).launch(rows, held[1], args, dependent=mean)
+    held.launch(min(rows, held.cap), args, dependent=mean)
     total = kernel("softmax", f"kk_cross_entropy_mean<float, {CTYPE[loss.dtype]}, {_COUNT_PER}>")
     args = (row_loss, count, partial, ticket, rows, int(mean), loss, divisor)
     total.launch(blocks, _TOTAL_THREADS, args, dependent=True)
