@@ -342,7 +342,8 @@ def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dt
 # gradient of 1 from the same read of each row, which it holds whole in one block's registers (kernels/softmax.cu
 # kk_cross_entropy_held), and keeps it on the autograd ctx; the backward returns it, rewriting it only when the loss's
 # gradient is not 1 (checked on the device). Before it, kk_cross_entropy_count counts the rows the mean divides by;
-# after it, kk_cross_entropy_mean sums the row losses; each launched dependent on the one before. Per element size:
+# after it, kk_cross_entropy_mean sums the row losses; each launched dependent on the one before (a sum needs no
+# count: the held kernel is launched plainly then). Per element size:
 # (register packs per thread, minimum blocks per SM, fewest threads per row), the first whose block of at most 512
 # threads holds the row with at least that many; wider rows on sm_90+ (16-byte path) are split over a cluster of up to
 # 16 CTAs (_runtime.split_shape), each holding its part: (packs per thread, minimum blocks per SM) per element size;
@@ -378,6 +379,8 @@ def _held_ce_shape(dtype: torch.dtype, cols: int, dev: int) -> Optional[RowShape
 
 
 def _ce_reduced_with_grad(ctx, logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
+    """_ce_reduced_cuda in an eager call that records a gradient: with a held fit, the forward's launches also write
+    the gradient for a loss gradient of 1 into ``ctx.held_grad``, which _ce_reduced_backward returns."""
     rows, cols = logits.shape
     dev = logits.get_device()
     held = _held_ce_shape(logits.dtype, cols, dev) if rows and not label_smoothing else None
