@@ -474,13 +474,15 @@ def op(
         if cpu_impl is not None:
             lib.impl(name, cpu_impl, "CPU")
         cuda_impl, host_impl = (main, cpu_impl) if device == "cuda" else (None, main)
+        # The impls the eager autograd Functions run, with whether each takes the ctx: launch_with_ctx's in place
+        # of the device's own launch.
+        recorded = [(cuda_impl, False), (host_impl, False)]
+        if launch_with_ctx is not None:
+            recorded[0 if device == "cuda" else 1] = (build(True, launch_with_ctx, with_ctx=True), True)
         grads = [
-            _autograd_apply(qualname, f, setup_context, backward) if f is not None and backward is not None else None
-            for f in (cuda_impl, host_impl)
+            _autograd_apply(qualname, f, setup_context, backward, c) if f is not None and backward is not None else None
+            for f, c in recorded
         ]
-        if launch_with_ctx is not None and backward is not None:
-            recording = build(True, launch_with_ctx, with_ctx=True)
-            grads[0 if device == "cuda" else 1] = _autograd_apply(qualname, recording, setup_context, backward, True)
         fast = build_fast(cuda_impl, host_impl, *grads)
         fake = build(False, None)
         torch.library.register_fake(qualname, fake, lib=lib)

@@ -378,6 +378,13 @@ def _held_ce_shape(dtype: torch.dtype, cols: int, dev: int) -> Optional[RowShape
     return split_shape("softmax", expr, split[0], dtype, cols, dev, fixed_geometry=True)
 
 
+@functools.cache
+def _held_ce_ends(loss_dtype: torch.dtype):
+    """(kk_cross_entropy_count, kk_cross_entropy_mean writing a ``loss_dtype`` loss), looked up once, not per call."""
+    count = kernel("softmax", f"kk_cross_entropy_count<{_COUNT_PER}>")
+    return count, kernel("softmax", f"kk_cross_entropy_mean<float, {CTYPE[loss_dtype]}, {_COUNT_PER}>")
+
+
 def _ce_reduced_with_grad(ctx, logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
     """_ce_reduced_cuda in an eager call that records a gradient: with a held fit, the forward's launches also write
     the gradient for a loss gradient of 1 into ``ctx.held_grad``, which _ce_reduced_backward returns."""
@@ -390,12 +397,11 @@ def _ce_reduced_with_grad(ctx, logits, target, ignore_index, label_smoothing, me
     grad = torch.empty_like(logits)
     blocks = cdiv(rows, _TOTAL_THREADS * _COUNT_PER)
     count, ticket, partial, row_loss = held_loss_scratch(dev, rows, blocks)
+    counter, total = _held_ce_ends(loss.dtype)
     if mean:
-        counter = kernel("softmax", f"kk_cross_entropy_count<{_COUNT_PER}>")
         counter.launch(blocks, _TOTAL_THREADS, (target, rows, ignore_index, count))
     args = (logits, target, stats, row_loss, grad, count, int(mean), rows, cols, ignore_index)
     held.launch(min(rows, held.cap), args, dependent=mean)
-    total = kernel("softmax", f"kk_cross_entropy_mean<float, {CTYPE[loss.dtype]}, {_COUNT_PER}>")
     args = (row_loss, count, partial, ticket, rows, int(mean), loss, divisor)
     total.launch(blocks, _TOTAL_THREADS, args, dependent=True)
     ctx.held_grad = grad
