@@ -102,7 +102,9 @@ def test_correct_op_passes_every_check():
     assert report.passed
     assert report.op_name == "kktesting::axpy"
     assert list(dict.fromkeys(r.name for r in report.results)) == list(CHECKS)
-    assert {r.status for r in report.results} == {"passed"}
+    assert {r.status for r in report.results if r.name != "CUDA graph"} == {"passed"}
+    (graph,) = by_name(report, "CUDA graph")
+    assert graph.status == "skipped" and graph.detail == "needs a CUDA device"
     # One result per dtype and size: the middle size is "reference agreement", the rest are "edge sizes".
     assert len(by_name(report, "reference agreement")) == 3
     assert len(by_name(report, "edge sizes")) == 3 * (len(SIZES) - 1)
@@ -301,6 +303,8 @@ def test_cuda_kernel_with_default_sizes():
     report = check_op(_cuda_op("axpy"), axpy_ref, make_axpy, raise_on_failure=False)
     assert report.passed, str(report)
     assert [r.case.split(",")[0] for r in by_name(report, "determinism")] == ["size=257", f"size={2**20 + 3}"]
+    (graph,) = by_name(report, "CUDA graph")
+    assert graph.detail.startswith("forward and backward captured, replayed on new inputs, matches eager")
 
     # The unwritten last element lands in NaN-poisoned memory, whatever the allocator had there before.
     broken = check_op(_cuda_op("axpy_skips_last"), axpy_ref, make_axpy, compile=False, raise_on_failure=False)
@@ -310,3 +314,15 @@ def test_cuda_kernel_with_default_sizes():
         "1 of 257 elements differ (1 non-finite where reference output is finite)" in failed.detail
         and "worst at index (256,): op nan" in failed.detail
     )
+
+
+@pytest.mark.gpu
+def test_cuda_graph_check_catches_an_op_that_syncs_with_the_host():
+    def syncs(x, y, a):  # reads a device value on the host: a capture refuses the copy
+        return x * float(y.detach().abs().max()) + y
+
+    report = check_op(syncs, lambda x, y, a: x * y.abs().max() + y, make_axpy, sizes=[257], raise_on_failure=False)
+    (graph,) = by_name(report, "CUDA graph")
+    # Caught by a probe before the capture: a failed capture can leave torch's allocator unusable.
+    assert graph.status == "failed" and graph.detail.startswith("a call that syncs with the host raised"), graph.detail
+    assert by_name(report, "reference agreement")[0].status == "passed"

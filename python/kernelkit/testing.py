@@ -2,7 +2,8 @@
 
 :func:`check_op` compares the op against a plain PyTorch reference computed in float64 over several
 dtypes and edge sizes, then runs it on non-contiguous inputs, through gradcheck, torch.library.opcheck
-and torch.compile(fullgraph=True), and twice on the same inputs for bitwise determinism.
+and torch.compile(fullgraph=True), captured in a CUDA graph and replayed on new inputs (on a GPU), and
+twice on the same inputs for bitwise determinism.
 
 >>> def make(size, dtype, device, gen):
 ...     x = torch.randn(size, dtype=dtype, device=device, generator=gen)
@@ -15,16 +16,26 @@ and torch.compile(fullgraph=True), and twice on the same inputs for bitwise dete
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
 from kernelkit.library import KernelOp
 
-__all__ = ["CHECKS", "DEFAULT_SIZES", "DEFAULT_TOLERANCES", "CheckFailure", "CheckReport", "CheckResult", "check_op"]
+__all__ = [
+    "CHECKS",
+    "DEFAULT_SIZES",
+    "DEFAULT_TOLERANCES",
+    "CheckFailure",
+    "CheckReport",
+    "CheckResult",
+    "check_op",
+    "host_syncs_raise",
+]
 
 # 0 and 1 are the empty and single-element cases; 255 and 257 straddle a 256-thread block; the last
 # is large and odd, so it needs many blocks and leaves a ragged tail.
@@ -56,6 +67,7 @@ CHECKS: Tuple[str, ...] = (
     "gradcheck",
     "opcheck",
     "torch.compile",
+    "CUDA graph",
     "determinism",
 )
 
@@ -272,6 +284,20 @@ def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a == b
 
 
+@contextlib.contextmanager
+def host_syncs_raise() -> Iterator[None]:
+    """Within it, a CUDA operation that waits for the GPU on the host (``.item()``, a copy to pageable memory) raises.
+
+    A call is probed so before it is captured in a CUDA graph: inside a capture such an operation invalidates the
+    capture, and torch's allocator can be left routing that stream's allocations to the dead graph's pool."""
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+
+
 class _Checker:
     def __init__(self, op, reference, inputs, *, device, dtypes, sizes, atol, rtol, seed, small_size):
         self.op = op
@@ -302,8 +328,8 @@ class _Checker:
             rtol = self.rtol.get(dtype, rtol) if isinstance(self.rtol, Mapping) else float(self.rtol)
         return atol, rtol
 
-    def make(self, size: int, dtype: torch.dtype) -> tuple:
-        gen = torch.Generator(device=self.device).manual_seed(self.seed)
+    def make(self, size: int, dtype: torch.dtype, seed: Optional[int] = None) -> tuple:
+        gen = torch.Generator(device=self.device).manual_seed(self.seed if seed is None else seed)
         return tuple(self.inputs(size, dtype, self.device, gen))
 
     def case(self, size: int, dtype: torch.dtype, args: Sequence[Any]) -> str:
@@ -451,6 +477,71 @@ class _Checker:
         detail = f"fullgraph=True, backend={backend}, matches eager; " + "; ".join(details)
         self.add("torch.compile", "passed", detail, first_case)
 
+    def check_cuda_graph(self, grad: Optional[bool]) -> None:
+        if not self.device.startswith("cuda"):
+            self.add("CUDA graph", "skipped", "needs a CUDA device")
+            return
+        dtype = self.dtypes[0]
+        static = self.make(self.mid, dtype)
+        fresh = self.make(self.mid, dtype, seed=self.seed + 1)
+        backward = grad is not False and self.has_backward(static)[0]
+        if backward:
+            static = tuple(a.detach().clone().requires_grad_() if _is_float(a) else a for a in static)
+        case = self.case(self.mid, dtype, static)
+        # Arguments other than tensors are part of the graph: the eager run gets the captured ones.
+        fresh = tuple(f if isinstance(f, torch.Tensor) else s for s, f in zip(static, fresh))
+        if backward:
+            fresh = tuple(a.detach().clone().requires_grad_() if _is_float(a) else a for a in fresh)
+        cotangents: List[torch.Tensor] = []
+
+        def step(args: Sequence[Any]) -> List[torch.Tensor]:
+            outs = _outputs(self.op(*args))
+            if not backward:
+                return outs
+            diff = [o for o in outs if o.requires_grad]
+            wrt = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+            if not cotangents:
+                gen = torch.Generator(device=self.device).manual_seed(self.seed + 2)
+                cotangents.extend(
+                    torch.ones_like(o) if o.dim() == 0 else torch.randn(o.shape, generator=gen, device=o.device)
+                    for o in diff
+                )
+            grads = torch.autograd.grad(diff, wrt, [c.to(o.dtype) for c, o in zip(cotangents, diff)], allow_unused=True)
+            return [o.detach() for o in outs] + [g for g in grads if g is not None]
+
+        stage = "eager"
+        try:
+            expected = [t.clone() for t in step(fresh)]
+            stage = "warm-up on a side stream"
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):
+                step(static)
+                stage = "a call that syncs with the host"
+                with host_syncs_raise():
+                    step(static)
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            stage = "capture"
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                captured = step(static)
+            stage = "replay"
+            with torch.no_grad():
+                for s, f in zip(static, fresh):
+                    if isinstance(s, torch.Tensor):
+                        s.copy_(f)
+            graph.replay()
+            torch.cuda.synchronize(self.device)
+        except Exception as e:
+            self.add("CUDA graph", "failed", f"{stage} raised {_first_line(e)}", case)
+            return
+        ok, detail = _compare(captured, expected, *self.tolerance(dtype), labels=("graph replay", "eager"))
+        what = "forward and backward" if backward else "forward"
+        if ok:
+            self.add("CUDA graph", "passed", f"{what} captured, replayed on new inputs, matches eager; {detail}", case)
+        else:
+            self.add("CUDA graph", "failed", f"{what} replayed on new inputs differs from eager: {detail}", case)
+
     def check_determinism(self) -> None:
         dtype = self.dtypes[0]
         for size in sorted({self.mid, self.largest}):
@@ -536,6 +627,7 @@ def check_op(
     grad: Optional[bool] = None,
     opcheck: bool = True,
     compile: bool = True,
+    cuda_graph: bool = True,
     determinism: bool = True,
     noncontiguous: bool = True,
     seed: int = 0,
@@ -566,6 +658,9 @@ def check_op(
     - opcheck: torch.library.opcheck at ``small_size``, for registered ops only.
     - torch.compile: ``torch.compile(fullgraph=True)`` at the middle size and ``small_size`` (the second
       compiles with dynamic shapes), compared with eager within the tolerance.
+    - CUDA graph (on CUDA): forward, and backward when the op has one, captured in a ``torch.cuda.CUDAGraph`` at
+      the middle size (after a warm-up on a side stream), then replayed on new values copied into the captured
+      inputs; the replay must match an eager run on those values within the tolerance.
     - determinism: two runs on the same inputs, at the middle and the largest size, must be bitwise equal.
 
     The first dtype is used for the checks that take one. Raises :class:`CheckFailure` listing every
@@ -605,6 +700,10 @@ def check_op(
         checker.check_compile(compile_backend)
     else:
         checker.add("torch.compile", "skipped", "compile=False")
+    if cuda_graph:
+        checker.check_cuda_graph(grad)
+    else:
+        checker.add("CUDA graph", "skipped", "cuda_graph=False")
     if determinism:
         checker.check_determinism()
     else:

@@ -78,6 +78,11 @@ type FnLaunchKernelEx = unsafe extern "C" fn(
     *mut *mut c_void,
 ) -> CuResult;
 type FnStreamSynchronize = unsafe extern "C" fn(CuStream) -> CuResult;
+type FnThreadExchangeStreamCaptureMode = unsafe extern "C" fn(*mut c_int) -> CuResult;
+
+/// `CU_STREAM_CAPTURE_MODE_RELAXED`: the calling thread may make "potentially unsafe" calls while a
+/// stream captures.
+const STREAM_CAPTURE_MODE_RELAXED: c_int = 2;
 
 /// `CUlaunchAttribute` (cuda.h, CUDA 12): an id, padding to 8 bytes, and a 64-byte value union.
 #[repr(C)]
@@ -165,6 +170,7 @@ struct Fns {
     launch_kernel_ex: Option<FnLaunchKernelEx>,
     occupancy_max_active_clusters: Option<FnOccupancyMaxActiveClusters>,
     stream_synchronize: FnStreamSynchronize,
+    exchange_capture_mode: FnThreadExchangeStreamCaptureMode,
     get_error_name: FnGetErrorText,
     get_error_string: FnGetErrorText,
     func_get_attribute: FnFuncGetAttribute,
@@ -260,6 +266,7 @@ impl Driver {
                     )
                     .ok(),
                     stream_synchronize: sym!("cuStreamSynchronize"),
+                    exchange_capture_mode: sym!("cuThreadExchangeStreamCaptureMode"),
                     get_error_name: sym!("cuGetErrorName"),
                     get_error_string: sym!("cuGetErrorString"),
                     func_get_attribute: sym!("cuFuncGetAttribute"),
@@ -431,14 +438,33 @@ impl Driver {
         ))
     }
 
+    /// Run `f` with the calling thread's stream capture mode relaxed, then restore it. A capture in
+    /// the global or thread-local mode (torch.cuda.graph's default) refuses "potentially unsafe"
+    /// calls such as loading a module, which a kernel's first call inside a capture makes; PyTorch's
+    /// allocator relaxes the mode the same way around its own allocations.
+    fn relaxed_capture<R>(&self, f: impl FnOnce() -> R) -> R {
+        let mut mode = STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: swaps the calling thread's capture mode with `mode`.
+        let swapped = unsafe { (self.f.exchange_capture_mode)(&mut mode) } == CUDA_SUCCESS;
+        let r = f();
+        if swapped {
+            // SAFETY: as above; puts the caller's mode back.
+            unsafe { (self.f.exchange_capture_mode)(&mut mode) };
+        }
+        r
+    }
+
     /// Load a CUBIN (or NUL-terminated PTX) image into `device`'s primary context.
     pub fn load_module(&self, device: i32, image: &[u8]) -> Result<Module> {
         let mut module = std::ptr::null_mut();
         self.with_context(device, || {
             // SAFETY: image is a complete CUBIN/PTX buffer that outlives the call.
-            self.check("cuModuleLoadData", unsafe {
-                (self.f.module_load_data)(&mut module, image.as_ptr().cast())
-            })
+            self.check(
+                "cuModuleLoadData",
+                self.relaxed_capture(|| unsafe {
+                    (self.f.module_load_data)(&mut module, image.as_ptr().cast())
+                }),
+            )
         })??;
         Ok(Module(module))
     }
@@ -448,9 +474,12 @@ impl Driver {
         cname.push(0);
         let mut f = std::ptr::null_mut();
         // SAFETY: module is a live handle from load_module; cname is NUL-terminated.
-        self.check("cuModuleGetFunction", unsafe {
-            (self.f.module_get_function)(&mut f, module.0, cname.as_ptr().cast())
-        })?;
+        self.check(
+            "cuModuleGetFunction",
+            self.relaxed_capture(|| unsafe {
+                (self.f.module_get_function)(&mut f, module.0, cname.as_ptr().cast())
+            }),
+        )?;
         Ok(Function(f))
     }
 
@@ -465,9 +494,12 @@ impl Driver {
 
     pub fn set_function_attribute(&self, f: Function, attr: FuncAttr, value: i32) -> Result<()> {
         // SAFETY: plain call on a live function handle.
-        self.check("cuFuncSetAttribute", unsafe {
-            (self.f.func_set_attribute)(f.0, attr as c_int, value)
-        })
+        self.check(
+            "cuFuncSetAttribute",
+            self.relaxed_capture(|| unsafe {
+                (self.f.func_set_attribute)(f.0, attr as c_int, value)
+            }),
+        )
     }
 
     /// How many blocks of `block_size` threads (and `shared_mem` dynamic bytes) fit on one SM.

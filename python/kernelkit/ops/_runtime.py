@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import struct
-from typing import Dict, NamedTuple, Optional, Sequence, Tuple, Union
+import threading
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 import torch
 
@@ -145,6 +146,43 @@ def row_cache_bytes(k: Kernel, dev: int, packs: int, unit: int) -> int:
     return min(room, packs * unit) // unit * unit
 
 
+_Buffers = TypeVar("_Buffers")
+
+
+def _new_stream_buffers(
+    cache: Dict[Tuple[int, int], Any], key: Tuple[int, int], make: Callable[[], _Buffers]
+) -> _Buffers:
+    """``make()``'s new initialized buffers for the (device, stream) ``key``, cached there.
+
+    Inside a CUDA graph capture they are made for the one call and not cached: their initialization is a node of
+    that graph, done only when it replays, and another graph captured on the stream would find them uninitialized.
+
+    Otherwise they are made on a helper thread, on the same stream: this thread's allocations may be routed to a
+    private pool (torch.compile's reduce-overhead warm-up, ``torch.cuda.use_mem_pool``) that must not keep
+    buffers alive past the call, and the routing is per thread. One thread per new buffer set, not per call."""
+    device, _ = key
+    with torch.cuda.device(device):
+        if torch.cuda.is_current_stream_capturing():
+            return make()
+        stream = torch.cuda.current_stream()
+    made: List[Any] = []
+
+    def run() -> None:
+        try:
+            with torch.cuda.device(device), torch.cuda.stream(stream):
+                made.append(make())
+        except BaseException as e:  # raised again on the caller's thread
+            made.append(e)
+
+    helper = threading.Thread(target=run, name="kernelkit-buffers")
+    helper.start()
+    helper.join()
+    if isinstance(made[0], BaseException):
+        raise made[0]
+    cache[key] = made[0]
+    return made[0]
+
+
 _tickets: Dict[Tuple[int, int], torch.Tensor] = {}
 
 
@@ -155,7 +193,8 @@ def tickets(device: int, n: int) -> torch.Tensor:
     key = (device, torch._C._cuda_getCurrentRawStream(device))
     t = _tickets.get(key)
     if t is None or t.numel() < n:
-        t = _tickets[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=torch.device("cuda", device))
+        where = torch.device("cuda", device)
+        t = _new_stream_buffers(_tickets, key, lambda: torch.zeros(max(n, 1024), dtype=torch.int32, device=where))
     return t
 
 
@@ -171,8 +210,12 @@ def scratch(device: int, n: int) -> Tuple[torch.Tensor, torch.Tensor]:
     s = _scratch.get(key)
     if s is None or s[0].numel() < n:
         where = torch.device("cuda", device)
-        spill = torch.full((max(n, 4096),), -1, dtype=torch.int64, device=where)
-        s = _scratch[key] = (spill, torch.zeros(2, dtype=torch.int64, device=where))
+
+        def make() -> Tuple[torch.Tensor, torch.Tensor]:
+            spill = torch.full((max(n, 4096),), -1, dtype=torch.int64, device=where)
+            return spill, torch.zeros(2, dtype=torch.int64, device=where)
+
+        s = _new_stream_buffers(_scratch, key, make)
     return s
 
 
@@ -197,9 +240,13 @@ def held_loss_scratch(device: int, rows: int, blocks: int) -> HeldLossScratch:
     s = _held_scratch.get(key)
     if s is None or s.row_loss.numel() < rows or s.partial.numel() < blocks:
         rows, blocks = max(rows, 65536), max(blocks, 64)
-        raw = torch.zeros(2 + blocks + cdiv(rows, 2), dtype=torch.int64, device=torch.device("cuda", device))
-        parts = (raw[:1], raw[1:2].view(torch.int32)[:1], raw[2 : 2 + blocks].view(torch.float64))
-        s = _held_scratch[key] = HeldLossScratch(*parts, raw[2 + blocks :].view(torch.float32))
+
+        def make() -> HeldLossScratch:
+            raw = torch.zeros(2 + blocks + cdiv(rows, 2), dtype=torch.int64, device=torch.device("cuda", device))
+            parts = (raw[:1], raw[1:2].view(torch.int32)[:1], raw[2 : 2 + blocks].view(torch.float64))
+            return HeldLossScratch(*parts, raw[2 + blocks :].view(torch.float32))
+
+        s = _new_stream_buffers(_held_scratch, key, make)
     return s
 
 
