@@ -484,9 +484,10 @@ class _Checker:
         dtype = self.dtypes[0]
         static = self.make(self.mid, dtype)
         fresh = self.make(self.mid, dtype, seed=self.seed + 1)
-        backward = grad is not False and self.has_backward(static)[0]
+        leaves = tuple(a.detach().clone().requires_grad_() if _is_float(a) else a for a in static)
+        backward = grad is not False and self.has_backward(leaves)[0]  # a plain function is asked with leaves
         if backward:
-            static = tuple(a.detach().clone().requires_grad_() if _is_float(a) else a for a in static)
+            static = leaves
         case = self.case(self.mid, dtype, static)
         # Arguments other than tensors are part of the graph: the eager run gets the captured ones.
         fresh = tuple(f if isinstance(f, torch.Tensor) else s for s, f in zip(static, fresh))
