@@ -4,6 +4,7 @@ Every op's forward and backward are also captured by kernelkit.testing.check_op'
 cover what one op at a time does not: the loss's per-stream buffers, a whole training step, and a first call inside a
 capture."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -62,7 +63,7 @@ def test_loss_buffers_made_in_a_capture_are_zeroed_by_each_graph(monkeypatch):
 
     stream = torch.cuda.Stream()
     _dirty_free_memory()
-    first = _graphed(loss, x, stream=stream)
+    first = _graphed(loss, x, stream=stream)  # kept alive, never replayed
     second = _graphed(loss, x, stream=stream)
     key = (0, stream.cuda_stream)
     assert key not in _runtime._scratch and key not in _runtime._held_scratch
@@ -170,7 +171,7 @@ def test_a_first_call_inside_a_capture_compiles_loads_and_replays(tmp_path):
         print("MAX_ERR", float((y - want).abs().max()))
         """
     )
-    env = {**__import__("os").environ, "KERNELKIT_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "KERNELKIT_CACHE_DIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "MAX_ERR" in out.stdout, out.stdout + out.stderr
     assert float(out.stdout.split("MAX_ERR")[1]) < 1e-4, out.stdout

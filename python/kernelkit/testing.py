@@ -149,6 +149,11 @@ def _is_float(a: Any) -> bool:
     return isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex())
 
 
+def _leaves(args: Sequence[Any]) -> tuple:
+    """``args`` with each floating-point tensor replaced by a fresh leaf that requires grad."""
+    return tuple(a.detach().clone().requires_grad_() if _is_float(a) else a for a in args)
+
+
 def _upcast(a: Any) -> Any:
     if isinstance(a, torch.Tensor) and a.is_complex():
         return a.detach().to(torch.complex128)
@@ -401,7 +406,7 @@ class _Checker:
             self.add("gradcheck", "skipped", "grad=False")
             return
         args = self.make(self.small_size, torch.float64)
-        leaves = tuple(a.detach().clone().requires_grad_() if _is_float(a) else a for a in args)
+        leaves = _leaves(args)
         case = self.case(self.small_size, torch.float64, leaves)
         if not any(_is_float(a) for a in leaves):
             self.add("gradcheck", "skipped", "no floating-point tensor inputs", case)
@@ -435,7 +440,7 @@ class _Checker:
         args = self.make(self.small_size, dtype)
         # With grad inputs opcheck also tests the autograd registration and the backward under AOT dispatch.
         if grad is not False and self.has_backward(args)[0]:
-            args = tuple(a.detach().clone().requires_grad_() if _is_float(a) else a for a in args)
+            args = _leaves(args)
         case = self.case(self.small_size, dtype, args)
         try:
             outcome = torch.library.opcheck(self.overload, args, raise_exception=False)
@@ -484,7 +489,7 @@ class _Checker:
         dtype = self.dtypes[0]
         static = self.make(self.mid, dtype)
         fresh = self.make(self.mid, dtype, seed=self.seed + 1)
-        leaves = tuple(a.detach().clone().requires_grad_() if _is_float(a) else a for a in static)
+        leaves = _leaves(static)
         backward = grad is not False and self.has_backward(leaves)[0]  # a plain function is asked with leaves
         if backward:
             static = leaves
@@ -492,7 +497,7 @@ class _Checker:
         # Arguments other than tensors are part of the graph: the eager run gets the captured ones.
         fresh = tuple(f if isinstance(f, torch.Tensor) else s for s, f in zip(static, fresh))
         if backward:
-            fresh = tuple(a.detach().clone().requires_grad_() if _is_float(a) else a for a in fresh)
+            fresh = _leaves(fresh)
         cotangents: List[torch.Tensor] = []
 
         def step(args: Sequence[Any]) -> List[torch.Tensor]:
@@ -512,27 +517,28 @@ class _Checker:
 
         stage = "eager"
         try:
-            expected = [t.clone() for t in step(fresh)]
-            stage = "warm-up on a side stream"
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                step(static)
-                stage = "a call that syncs with the host"
-                with host_syncs_raise():
+            with torch.cuda.device(self.device):  # torch.cuda.graph captures on the current device
+                expected = [t.clone() for t in step(fresh)]
+                stage = "warm-up on a side stream"
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
                     step(static)
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            stage = "capture"
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                captured = step(static)
-            stage = "replay"
-            with torch.no_grad():
-                for s, f in zip(static, fresh):
-                    if isinstance(s, torch.Tensor):
-                        s.copy_(f)
-            graph.replay()
-            torch.cuda.synchronize(self.device)
+                    stage = "a call that syncs with the host"
+                    with host_syncs_raise():
+                        step(static)
+                torch.cuda.current_stream().wait_stream(side)
+                stage = "capture"
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    captured = step(static)
+                stage = "replay"
+                with torch.no_grad():
+                    for s, f in zip(static, fresh):
+                        if isinstance(s, torch.Tensor):
+                            s.copy_(f)
+                graph.replay()
+                torch.cuda.synchronize()
         except Exception as e:
             self.add("CUDA graph", "failed", f"{stage} raised {_first_line(e)}", case)
             return
