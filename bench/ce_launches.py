@@ -43,7 +43,7 @@ class CeLaunches:
             words = torch.zeros(2, dtype=torch.int64, device="cuda")
             loss = torch.empty((), dtype=self.dtype, device="cuda")
             divisor = torch.empty((), device="cuda")
-            args = (self.x, self.t, self.stats, spill, words, 1, loss, divisor, rows, cols, -100, 0.0)
+            args = (self.x, self.t, self.stats, spill, words, 1, 0, 0, loss, divisor, rows, cols, -100, 0.0)
         else:
             loss = self.per_row
             args = (self.x, self.t, self.per_row, self.stats, rows, cols, -100, 0.0)

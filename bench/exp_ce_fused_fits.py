@@ -72,7 +72,7 @@ def time_case(dtype, cols, copy, reps, wide=False):
         def call():
             S._held_ce_shape = lambda dtype, cols, dev: shape
             ctx = Ctx()
-            S._ce_reduced_with_grad(ctx, x, t, -100, 0.0, True, None, loss, stats, div)
+            S._ce_reduced_with_grad(ctx, x, t, -100, 0.0, True, None, None, loss, stats, div)
             grad = ctx.held_grad if shape else apart
             S._ce_bwd_cuda(x, t, stats, one, -100, 0.0, div, grad, keep=shape is not None)
 

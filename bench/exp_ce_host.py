@@ -38,13 +38,13 @@ def main() -> None:
     divisor = torch.empty((), device="cuda")
     k, grid, block = softmax._ce_grid(logits, "kk_cross_entropy_loss", torch.bfloat16)
     spill, words = scratch(0, grid)
-    args = (logits, target, stats, spill, words, 1, loss, divisor, rows, cols, -100, 0.0)
+    args = (logits, target, stats, spill, words, 1, 0, 0, loss, divisor, rows, cols, -100, 0.0)
 
     cases = {
         "kernelkit.ops.cross_entropy": lambda: kernelkit.ops.cross_entropy(logits, target),
         "_cross_entropy_reduced": lambda: softmax._cross_entropy_reduced(logits, target, -100, 0.0, True, None),
         "_ce_reduced_cuda (outputs given)": lambda: softmax._ce_reduced_cuda(
-            logits, target, -100, 0.0, True, None, loss, stats, divisor
+            logits, target, -100, 0.0, True, None, None, loss, stats, divisor
         ),
         "the launch": lambda: k.launch(grid, block, args),
         "scratch (spill slots and words)": lambda: scratch(0, grid),

@@ -6,7 +6,8 @@
 #   usage: bash bench/gpu_run.sh [STEP ...]   (default: tests foundation ops demo)
 #   steps: tests foundation hostpath ops demo doctor sweep sweep-rows sweep-flat sweep-split sweep-llm
 #          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes)
-#          llama (bench/llama_train.py on one GPU), ddp (the same under DDP on two GPUs)
+#          llama (bench/llama_train.py on one GPU), llama-accum (the same with 2 micro-batches a step, as
+#          transformers' Trainer accumulates), ddp (the same under DDP on two GPUs)
 #          triton-ptx (the PTX of the pointwise kernels torch.compile generated in earlier steps)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments, e.g. "tests/test_llm_ops.py -k rope"),
 #        SWEEP_ONLY (families for sweep-rows / sweep-flat / sweep-llm, e.g. "norm_bwd")
@@ -48,7 +49,7 @@ for s in $steps; do
     llm-norms | llm-softmax | llm-act)
       case $s in
         llm-norms) names="rms_norm rms_norm_backward add_rms_norm add_rms_norm_backward layer_norm layer_norm_backward" ;;
-        llm-softmax) names="softmax softmax_backward cross_entropy cross_entropy_backward cross_entropy_fwd_bwd" ;;
+        llm-softmax) names="softmax softmax_backward cross_entropy cross_entropy_backward cross_entropy_fwd_bwd cross_entropy_items_fwd_bwd" ;;
         llm-act) names="swiglu swiglu_backward rope rope_backward" ;;
       esac
       # shellcheck disable=SC2086
@@ -61,6 +62,7 @@ for s in $steps; do
       done
       ls "$OUT/triton-ptx" | head ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
+    llama-accum) python3 bench/llama_train.py --accumulate 2 --out "$OUT/llama-accum.json" 2>&1 | tail -12 ;;
     ddp) torchrun --nproc-per-node 2 bench/llama_train.py --out "$OUT/llama-ddp.json" 2>&1 | tail -12 ;;
   esac
 done

@@ -4,6 +4,7 @@ peak memory. Writes JSON to --out.
 
     python3 bench/llama_train.py --out llama.json                     # one GPU
     torchrun --nproc-per-node 2 bench/llama_train.py --out llama.json  # DDP on two GPUs
+    python3 bench/llama_train.py --accumulate 2 --out llama-accum.json # as transformers' Trainer accumulates
 
 Needs the CUDA kernels of the LLM ops to be registered (kernelkit.patch refuses otherwise).
 """
@@ -59,16 +60,24 @@ def train(patched: bool, args, device, rank: int, world: int) -> dict:
     losses, times = [], []
     torch.cuda.reset_peak_memory_stats(device)
     for _ in range(args.steps):
-        ids = batch_of_sequences(args.batch, args.seq, gen).to(device)
+        micro = [batch_of_sequences(args.batch, args.seq, gen).to(device) for _ in range(args.accumulate)]
+        # Gradient accumulation as transformers' Trainer does it: each micro-batch's loss is its sum over the
+        # tokens of the whole step (num_items_in_batch, a device tensor), so the step's loss is their sum.
+        items = {}
+        if args.accumulate > 1:
+            items["num_items_in_batch"] = torch.tensor(sum(ids[:, 1:].numel() for ids in micro), device=device)
         torch.cuda.synchronize(device)
         t0 = time.perf_counter()
-        loss = model(input_ids=ids, labels=ids).loss
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = 0.0
+        for ids in micro:
+            part = model(input_ids=ids, labels=ids, **items).loss
+            part.backward()
+            loss = loss + part.detach()
         opt.step()
         torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
-        losses.append(loss.item())
+        losses.append(float(loss))
     return {
         "patch_report": report,
         "losses": losses,
@@ -84,6 +93,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--accumulate", type=int, default=1, help="micro-batches per step, each loss divided by the step's tokens"
+    )
     ap.add_argument(
         "--keep",
         nargs="*",

@@ -863,6 +863,17 @@ template <int PER, class F> __device__ __forceinline__ double block_total(long l
   return team_allreduce<SumOp<double>, true>(Red<double, 1>{{s}}, red, parity).f[0];
 }
 
+// A reduced loss's denominator given by the caller (`by`, one element, read where it is used: any earlier kernel on
+// the stream may write it): kind 1 float, 2 double, 3 int, 4 long long (ops/softmax.py _DIVISOR_KINDS); kind 0: none.
+template <typename A> __device__ __forceinline__ A given_divisor(const void* by, int kind) {
+  switch (kind) {
+    case 1: return (A) * static_cast<const float*>(by);
+    case 2: return (A) * static_cast<const double*>(by);
+    case 3: return (A) * static_cast<const int*>(by);
+    default: return (A) * static_cast<const long long*>(by);
+  }
+}
+
 }  // namespace kk_sm
 
 // ================================================================= kernels
@@ -963,8 +974,9 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_fwd(const T* logits, const lo
 // kk_cross_entropy_loss: the mean (mean != 0) or sum of kk_cross_entropy_fwd's row losses in one launch, and its
 // stats. Each block adds its (sum of losses, rows not ignored) to words (kk_sm::loss_arrive: fixed point in units of
 // 2^-frac_bits, exact integer adds, one relaxed round trip per block), and the block that arrives last writes
-// loss[0] = round_O(total / count) when mean (0 / 0 = NaN when every target is ignored, as torch), else round_O(total),
-// in double; divisor[0] = count (mean) or 1 (sum), the backward's scale divisor. Deterministic: the words' integers
+// loss[0] = round_O(total / d) when mean (0 / 0 = NaN when every target is ignored, as torch), else round_O(total),
+// in double, with d the count, or the caller's denominator where one is given (by_kind != 0, kk_sm::given_divisor);
+// divisor[0] = d (mean) or 1 (sum), the backward's scale divisor. Deterministic: the words' integers
 // do not depend on the order of arrival, and spilled partials (see loss_arrive) are added in a fixed order.
 // The units (kk_sm::loss_frac_bits) keep a block's partial in the fixed point while its rows' mean loss is below 64.
 // H200, bf16 32768 x 4096: 71.8 -> 70.1 us against session 30's ticket and last block reading every partial back
@@ -975,6 +987,7 @@ template <typename T, typename O, int U = kk_sm::kU<T>, int MAXR = sizeof(T) == 
 __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const long long* target,
                                                               typename kk::Acc<T>::type* stats, double* spill,
                                                               unsigned long long* words, int mean,
+                                                              const void* by, int by_kind,
                                                               O* loss, typename kk::Acc<T>::type* divisor,
                                                               long long rows, long long cols, long long ignore_index,
                                                               double label_smoothing) {
@@ -998,9 +1011,9 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
   const double extra = spilled ? kk_sm::spilled_sum(spill) : 0.0;
   if (threadIdx.x == 0) {
     const double total = ldexp((double)(w.sum & (kk_sm::kArrival - 1)), -frac_bits) + extra;
-    const double count = (double)(w.tally & (kk_sm::kSpilled - 1));
-    divisor[0] = mean ? (A)count : A(1);
-    loss[0] = kk::from_acc<O>((kk::acc_t<O>)(mean ? total / count : total));
+    const double d = by_kind ? (double)kk_sm::given_divisor<A>(by, by_kind) : (double)(w.tally & (kk_sm::kSpilled - 1));
+    divisor[0] = mean ? (A)d : A(1);
+    loss[0] = kk::from_acc<O>((kk::acc_t<O>)(mean ? total / d : total));
   }
 }
 
@@ -1041,7 +1054,8 @@ namespace kk_sm {
 template <typename T, int P, bool SPLIT, int CTAS>
 __device__ __forceinline__ void held_ce_row(const T* logits, const long long* target, acc_t<T>* stats,
                                             acc_t<T>* row_loss, T* grad, const unsigned long long* count, int mean,
-                                            long long cols, long long ignore_index, long long o, long long row,
+                                            const void* by, int by_kind, long long cols, long long ignore_index,
+                                            long long o, long long row,
                                             long long nv, int ti, int nt, acc_t<T>* red, int& parity,
                                             SplitReduce<2, acc_t<T>, CTAS>* cluster, bool& waited, acc_t<T>& sc) {
   using A = acc_t<T>;
@@ -1069,7 +1083,8 @@ __device__ __forceinline__ void held_ce_row(const T* logits, const long long* ta
   }
   if (!waited) {
     kk::pdl_wait();
-    sc = A(1) / (mean ? (A)*count : A(1));  // ce_row_meta's row_scale / div for a row_scale of 1
+    // ce_row_meta's row_scale / div for a row_scale of 1
+    sc = A(1) / (!mean ? A(1) : by_kind ? given_divisor<A>(by, by_kind) : (A)*count);
     waited = true;
   }
   T* gr = grad + o;
@@ -1094,22 +1109,24 @@ __device__ __forceinline__ void held_ce_row(const T* logits, const long long* ta
 template <typename T, int P, int CTAS>
 __device__ __forceinline__ void held_ce_split(const T* logits, const long long* target, acc_t<T>* stats,
                                               acc_t<T>* row_loss, T* grad, const unsigned long long* count, int mean,
-                                              long long rows, long long cols, long long ignore_index, acc_t<T>* red,
+                                              const void* by, int by_kind, long long rows, long long cols,
+                                              long long ignore_index, acc_t<T>* red,
                                               bool& waited, acc_t<T>& sc) {
   split_rows<2, T, kk::kVec<T>, P, CTAS>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
                                                          SplitReduce<2, acc_t<T>, CTAS>& cluster) {
-    held_ce_row<T, P, true, CTAS>(logits, target, stats, row_loss, grad, count, mean, cols, ignore_index, o,
-                                  kk::div_ll(o, cols), nv, ti, nt, red, parity, &cluster, waited, sc);
+    held_ce_row<T, P, true, CTAS>(logits, target, stats, row_loss, grad, count, mean, by, by_kind, cols, ignore_index,
+                                  o, kk::div_ll(o, cols), nv, ti, nt, red, parity, &cluster, waited, sc);
   });
 }
 }  // namespace kk_sm
 
 // kk_cross_entropy_held: kk_cross_entropy_fwd's stats and row losses (no label smoothing), and the gradient
-// kk_cross_entropy_bwd<T, S> writes for a loss gradient of 1 with divisor[0] = (mean ? *count : 1), bit for bit, in
+// kk_cross_entropy_bwd<T, S> writes for a loss gradient of 1 with divisor[0] = (mean ? d : 1), bit for bit, in
 // one read of the logits: each row is held whole in registers, thread ti of the row's nt holding packs ti + k * nt
 // (k < P), so the gradient is written from registers after the row's one (max, sum exp) reduction. The gradient
 // waits for the count only before its first store (kk::pdl_wait): launch it dependent on kk_cross_entropy_count,
-// which computes it meanwhile; kk_cross_entropy_mean, launched dependent on this one, sums the row losses. Vector
+// which computes it meanwhile; kk_cross_entropy_mean, launched dependent on this one, sums the row losses. d: *count,
+// or the caller's denominator where one is given (by_kind != 0, kk_sm::given_divisor; then no count is needed). Vector
 // path only: cols % VEC == 0, logits and grad 16-byte aligned, cols <= P * nt * VEC (else it traps).
 // Launch: block R (multiple of 32, <= 512), any grid: one block per row (grid rows) measured fastest. SPLIT (sm_90+):
 // a row over a cluster of gridDim.y CTAs (nt = R * gridDim.y, reduced through kk::ClusterRowReduce), as
@@ -1117,8 +1134,8 @@ __device__ __forceinline__ void held_ce_split(const T* logits, const long long* 
 template <typename T, int P, int MINB, bool SPLIT = false, int CTAS = 0>
 __global__ void __launch_bounds__(512, MINB) kk_cross_entropy_held(const T* __restrict__ logits,
     const long long* __restrict__ target, kk::acc_t<T>* __restrict__ stats, kk::acc_t<T>* __restrict__ row_loss,
-    T* __restrict__ grad, const unsigned long long* count, int mean, long long rows, long long cols,
-    long long ignore_index) {
+    T* __restrict__ grad, const unsigned long long* count, int mean, const void* by, int by_kind, long long rows,
+    long long cols, long long ignore_index) {
   using namespace kk_sm;
   using A = acc_t<T>;
   constexpr int W = kk::kVec<T>;
@@ -1131,15 +1148,15 @@ __global__ void __launch_bounds__(512, MINB) kk_cross_entropy_held(const T* __re
   bool waited = false;
   A sc = A(0);
   if constexpr (SPLIT) {
-    held_ce_split<T, P, CTAS>(logits, target, stats, row_loss, grad, count, mean, rows, cols, ignore_index, red,
-                              waited, sc);
+    held_ce_split<T, P, CTAS>(logits, target, stats, row_loss, grad, count, mean, by, by_kind, rows, cols,
+                              ignore_index, red, waited, sc);
   } else {
     const long long nv = cols / W;
     if (nv > (long long)P * blockDim.x) __trap();
     int parity = 0;
     for (long long row = blockIdx.x; row < rows; row += gridDim.x)
-      held_ce_row<T, P, false, 0>(logits, target, stats, row_loss, grad, count, mean, cols, ignore_index, row * cols,
-                                  row, nv, threadIdx.x, blockDim.x, red, parity, nullptr, waited, sc);
+      held_ce_row<T, P, false, 0>(logits, target, stats, row_loss, grad, count, mean, by, by_kind, cols, ignore_index,
+                                  row * cols, row, nv, threadIdx.x, blockDim.x, red, parity, nullptr, waited, sc);
   }
 }
 
@@ -1155,22 +1172,23 @@ __global__ void __launch_bounds__(kk_sm::kTotalThreads) kk_cross_entropy_count(c
 }
 
 // kk_cross_entropy_mean: loss[0] = the mean (mean != 0; 0 / 0 = NaN when every target is ignored, as torch) or sum
-// of kk_cross_entropy_held's row losses, in double, and divisor[0] = count[0] (mean) or 1 (sum). Each block sums its
+// of kk_cross_entropy_held's row losses, in double, and divisor[0] = d (mean) or 1 (sum), with d count[0], or the
+// caller's denominator where one is given (by_kind != 0, as kk_cross_entropy_held's). Each block sums its
 // PER * kTotalThreads rows (block_total) into partial[block]; the last to arrive (kk::last_arrival on ticket, a
 // zeroed counter) adds the partials in block order, so the loss does not depend on the order of arrival, and sets
 // count[0] back to 0. Launch: dependent on kk_cross_entropy_held, block kTotalThreads, grid
 // ceil(rows / (PER * kTotalThreads)) (at least 1), partial one double per block.
 template <typename A, typename O, int PER>
 __global__ void __launch_bounds__(kk_sm::kTotalThreads) kk_cross_entropy_mean(const A* __restrict__ row_loss,
-    unsigned long long* count, double* partial, unsigned* ticket, long long rows, int mean, O* __restrict__ loss,
-    A* __restrict__ divisor) {
+    unsigned long long* count, double* partial, unsigned* ticket, long long rows, int mean, const void* by,
+    int by_kind, O* __restrict__ loss, A* __restrict__ divisor) {
   kk::pdl_wait();
   const double s = kk_sm::block_total<PER>(rows, [&](long long r) { return (double)row_loss[r]; });
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
   if (kk::last_arrival(ticket, gridDim.x) && threadIdx.x == 0) {
     double total = 0.0;
     for (unsigned b = 0; b < gridDim.x; ++b) total += __ldcg(partial + b);
-    const double c = (double)__ldcg(count);
+    const double c = by_kind ? (double)kk_sm::given_divisor<A>(by, by_kind) : (double)__ldcg(count);
     *count = 0ull;
     divisor[0] = mean ? (A)c : A(1);
     loss[0] = kk::from_acc<O>((kk::acc_t<O>)(mean ? total / c : total));

@@ -90,7 +90,7 @@ def test_bytes_count_the_minimum_traffic():
     assert nbytes("softmax") == 2 * t and nbytes("softmax_backward") == 3 * t
     assert nbytes("swiglu") == 3 * t and nbytes("swiglu_backward") == 5 * t
     assert nbytes("cross_entropy") == t + rows * 8 and nbytes("cross_entropy_backward") == 2 * t + rows * 8
-    assert nbytes("cross_entropy_fwd_bwd") == nbytes("cross_entropy_backward")
+    assert nbytes("cross_entropy_fwd_bwd") == nbytes("cross_entropy_items_fwd_bwd") == nbytes("cross_entropy_backward")
     table = rows * 128 * 4  # cos and sin: (batch, seq, head_dim)
     assert nbytes("rope") == nbytes("rope_backward") == 4 * t + 2 * table
 

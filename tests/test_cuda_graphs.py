@@ -77,6 +77,82 @@ def test_loss_buffers_made_in_a_capture_are_zeroed_by_each_graph(monkeypatch):
     del first
 
 
+def test_buffers_a_graph_took_outlive_a_larger_call_on_its_stream(monkeypatch):
+    """torch.compile's cudagraph trees warm up and record on one stream, so a graph takes the loss's cached buffers of
+    that stream. A later call there that needs larger ones must not free them: the graph would replay into memory
+    handed to other tensors (its counters overwritten: a wrong loss; their values overwritten by its row losses)."""
+    for cache in ("_tickets", "_scratch", "_held_scratch"):
+        monkeypatch.setattr(_runtime, cache, {})
+    torch.manual_seed(0)
+    x = torch.randn(1000, 4096, device="cuda", dtype=torch.bfloat16)
+    t = torch.randint(0, 4096, (1000,), device="cuda")
+    leaf = x.float().requires_grad_()
+    want = F.cross_entropy(leaf, t)
+    (want_grad,) = torch.autograd.grad(want, leaf)
+
+    def loss(x):
+        leaf = x.detach().requires_grad_()
+        held = K.cross_entropy(leaf, t)
+        return held.detach(), torch.autograd.grad(held, leaf)[0]
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        loss(x)  # the warm-up caches this stream's buffers
+    key = (0, stream.cuda_stream)
+    taken = _runtime._held_scratch[key]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        held, grad = loss(x)
+    assert _runtime._held_scratch[key] is taken  # the graph holds the cached set
+    room, words = taken.row_loss.numel(), taken.count.untyped_storage().nbytes() // 8
+    del taken  # the test keeps no reference to it
+    with torch.cuda.stream(stream):
+        rows = 2 * room + 1  # more rows than the set has room for: a new, larger set
+        big = torch.randn(rows, 2048, device="cuda", dtype=torch.bfloat16).requires_grad_()
+        torch.autograd.grad(K.cross_entropy(big, torch.randint(0, 2048, (rows,), device="cuda")), big)
+        assert _runtime._held_scratch[key].row_loss.numel() > room
+        del big
+        # Memory of the replaced set's size, on its stream, handed out again and filled.
+        junk = [torch.full((words,), -7, dtype=torch.int64, device="cuda") for _ in range(32)]
+    torch.cuda.current_stream().wait_stream(stream)
+    for _ in range(2):
+        held.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(held.float(), want, rtol=1e-2, atol=0)
+        torch.testing.assert_close(grad.float(), want_grad, rtol=2e-2, atol=1e-6)
+    assert all((j == -7).all() for j in junk)
+
+
+def test_divisor_is_read_at_each_replay():
+    """A mean over a given count (num_items_in_batch) reads the count on the device: a graph replayed after the count
+    tensor changes gives the new loss and gradient, for the held loss (gradient in the forward) and the reduced one."""
+    torch.manual_seed(0)
+    x = torch.randn(1000, 4096, device="cuda", dtype=torch.bfloat16)
+    t = torch.randint(0, 4096, (1000,), device="cuda")
+    items = torch.tensor(900, device="cuda")
+
+    def loss(x):
+        with torch.no_grad():
+            reduced = K.cross_entropy(x, t, divisor=items)
+        leaf = x.detach().requires_grad_()
+        held = K.cross_entropy(leaf, t, divisor=items)
+        return reduced, held.detach(), torch.autograd.grad(held, leaf)[0]
+
+    graph, outs = _graphed(loss, x)
+    for n in (2000, 35):
+        items.fill_(n)
+        graph.replay()
+        torch.cuda.synchronize()
+        leaf = x.float().requires_grad_()
+        want = F.cross_entropy(leaf, t, reduction="sum") / n
+        (want_grad,) = torch.autograd.grad(want, leaf)
+        for got in outs[:2]:
+            torch.testing.assert_close(got, want.to(got.dtype), rtol=1e-2, atol=0)
+        torch.testing.assert_close(outs[2].float(), want_grad, rtol=2e-2, atol=1e-6)
+
+
 def _step(x, residual, w_norm, w_gate, w_up, q, k, cos, sin, target):
     """A decoder-shaped step through kernelkit's ops (no matmul: cuBLAS may pick another algorithm in a capture):
     the loss and every leaf's gradient."""

@@ -778,22 +778,27 @@ def held_case(dtype, cols, rows=70, scale=4.0, offset=0):
 
 
 @pytest.mark.parametrize("dtype, cols", HELD_CE_CASES)
-@pytest.mark.parametrize("mean", [True, False])
+@pytest.mark.parametrize("reduce", ["mean", "sum", "divisor"])
 @pytest.mark.parametrize("out_dtype", [None, torch.float32])
-def test_cross_entropy_gradient_written_in_the_forward(dtype, cols, mean, out_dtype):
+def test_cross_entropy_gradient_written_in_the_forward(dtype, cols, reduce, out_dtype):
     """An eager call whose logits need a gradient writes it in the loss's forward (kk_cross_entropy_held) and the
     backward returns it: bitwise the gradient kk_cross_entropy_bwd writes from the same stats and divisor, for a loss
     gradient of 1 (kept) and of 0.37 (rewritten); a second backward computes it afresh and leaves the first alone. The
-    loss, stats and gradient agree with the CPU's."""
+    loss, stats and gradient agree with the CPU's. "divisor": a mean over a given count (an int64 tensor on the device,
+    as Hugging Face's num_items_in_batch), which the held kernel divides by with no count kernel before it."""
     x, target = held_case(dtype, cols)
+    mean = reduce != "sum"
+    by = torch.tensor(1234, device="cuda") if reduce == "divisor" else None
+    want_div = 1234 if by is not None else (target != -100).sum().item() if mean else 1
     for scale in (None, 0.37):
-        loss, stats, div = _cross_entropy_reduced(x, target, -100, 0.0, mean, out_dtype)
+        loss, stats, div = _cross_entropy_reduced(x, target, -100, 0.0, mean, out_dtype, by)
         assert loss.grad_fn.held_grad is not None  # the forward wrote the gradient
-        (lossc, statsc, divc) = _cross_entropy_reduced(x.detach().cpu(), target.cpu(), -100, 0.0, mean, out_dtype)
+        byc = None if by is None else by.cpu()
+        (lossc, statsc, divc) = _cross_entropy_reduced(x.detach().cpu(), target.cpu(), -100, 0.0, mean, out_dtype, byc)
         acc = torch.float32
         agree(loss, lossc, loss.dtype if loss.dtype != torch.float32 else acc, 4)
         agree(stats, statsc, acc, 4)
-        assert div.item() == divc.item() == ((target != -100).sum().item() if mean else 1)
+        assert div.item() == divc.item() == want_div
         g = torch.ones((), device="cuda", dtype=loss.dtype) if scale is None else torch.tensor(scale).to(loss)
         (grad,) = torch.autograd.grad(loss, x, g, retain_graph=True)
         want = cross_entropy_backward(x.detach(), target, stats, g, -100, 0.0, div)
@@ -805,6 +810,23 @@ def test_cross_entropy_gradient_written_in_the_forward(dtype, cols, mean, out_dt
     held = held_loss_scratch(x.get_device(), 1, 1)
     torch.cuda.synchronize()
     assert held.count.item() == 0 and held.ticket.item() == 0  # set back to zero for the next call
+
+
+@pytest.mark.parametrize("kind", [torch.float32, torch.float64, torch.int32, torch.int64])
+@pytest.mark.parametrize("dtype, cols", [(torch.bfloat16, 4096), (torch.bfloat16, 1024), (torch.float32, 65536)])
+def test_cross_entropy_divisor_of_each_dtype(kind, dtype, cols):
+    """The held loss (4096 and 65536 columns, the latter split over a cluster) and the reduced one (1024 bf16 columns
+    keep the kernels apart) read a given divisor in each dtype the kernels take: the loss is the float64 sum divided
+    by it, the divisor output holds it, and the gradient is bitwise kk_cross_entropy_bwd's with that divisor."""
+    x, target = held_case(dtype, cols)
+    by = torch.tensor(37.5 if kind.is_floating_point else 37, dtype=kind, device="cuda")
+    loss, stats, div = _cross_entropy_reduced(x, target, -100, 0.0, True, torch.float32, by)
+    assert (getattr(loss.grad_fn, "held_grad", None) is not None) == (cols != 1024)
+    assert div.item() == by.item()
+    total = _cross_entropy_reduced(x.detach(), target, -100, 0.0, False, torch.float64)[0].item()
+    assert abs(loss.item() - total / by.item()) <= 1e-6 * abs(loss.item())
+    (grad,) = torch.autograd.grad(loss, x)
+    assert torch.equal(grad, cross_entropy_backward(x.detach(), target, stats, torch.ones_like(loss), -100, 0.0, div))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

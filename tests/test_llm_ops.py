@@ -347,6 +347,48 @@ def test_cross_entropy_reductions(device, dtype, reduction, smoothing):
     check_reference(case, (logits, targets(33, 257, device).view(3, 11)), dtype)
 
 
+@pytest.mark.parametrize("kind", ["int", "float", "int64", "int32", "float32", "float64", "float16", "cpu int64"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cross_entropy_divisor(device, dtype, kind):
+    """A mean over a given count (Hugging Face's num_items_in_batch under gradient accumulation): sum / divisor, the
+    gradient divided by it too; as a number or a one-element tensor of any real dtype, on the device or the CPU."""
+    n = 50
+    divisor = {"int": n, "float": float(n)}.get(kind)
+    if divisor is None:
+        name = kind.split()[-1]
+        divisor = torch.tensor([n], dtype=getattr(torch, name), device="cpu" if "cpu" in kind else device)
+
+    def ref(logits, t):
+        return (ref_cross_entropy(logits, t, "sum", 0.0, IGNORE) / n,)
+
+    case = OpCase(make=None, kk=lambda x, t: (K.cross_entropy(x, t, divisor=divisor),), ref=ref, diff=(0,), floor=0.0)
+    logits = rand(3, 11, 257, dtype=dtype, device=device, scale=3)
+    check_reference(case, (logits, targets(33, 257, device).view(3, 11)), dtype)
+    loss, _, div = torch.ops.kernelkit.cross_entropy_reduced(
+        logits.view(-1, 257), targets(33, 257, device), IGNORE, 0.0, True, None, torch.tensor(n, device=device)
+    )
+    assert div.item() == n and div.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
+
+
+def test_cross_entropy_divisor_errors(device):
+    """A divisor with a reduction it does not fit, of several values, of no real dtype, or of another device at the
+    op: errors that name it."""
+    logits, t = rand(4, 10, device=device), targets(4, 10, device)
+    with pytest.raises(ValueError, match="divisor replaces the mean's count of targets; it needs reduction='mean'"):
+        K.cross_entropy(logits, t, reduction="sum", divisor=4)
+    for bad in (torch.ones(2), torch.tensor(True), torch.tensor(1 + 1j), "4", True):
+        with pytest.raises(ValueError, match="divisor must be a real number"):
+            K.cross_entropy(logits, t, divisor=bad)
+    reduced = torch.ops.kernelkit.cross_entropy_reduced
+    with pytest.raises(ValueError, match="'divisor' replaces the mean's count; it needs mean=True"):
+        reduced(logits, t, IGNORE, 0.0, False, None, torch.tensor(4.0, device=device))
+    with pytest.raises(ValueError, match="'divisor' must be one float32, float64, int32 or int64 value on"):
+        reduced(logits, t, IGNORE, 0.0, True, None, torch.tensor(4, dtype=torch.int16, device=device))
+    if device == "cuda":
+        with pytest.raises(ValueError, match="'divisor' must be one .* on cuda:0, got .* on cpu"):
+            reduced(logits, t, IGNORE, 0.0, True, None, torch.tensor(4.0))
+
+
 def test_cross_entropy_custom_ignore_index(device):
     case = ce_case("none", ignore_index=-1)
     check_reference(case, (rand(4, 9, device=device), torch.tensor([3, -1, 0, 8], device=device)), torch.float32)
@@ -866,6 +908,8 @@ def _opcheck_args(name, device):
         return (*grad(x), t, IGNORE, SMOOTHING, True, None)
     if name == "cross_entropy_reduced(sum, bfloat16)":
         return (*grad(x), t, IGNORE, SMOOTHING, False, torch.bfloat16)
+    if name == "cross_entropy_reduced(divisor)":  # a mean over a given count, read on the device
+        return (*grad(x), t, IGNORE, SMOOTHING, True, torch.float32, torch.tensor(7, device=device))
     if name == "swiglu":
         return grad(x, g)
     if name == "swiglu_backward":
@@ -879,7 +923,13 @@ def _opcheck_args(name, device):
 
 @pytest.mark.parametrize(
     "name",
-    LLM_OPS + ["rope(backward=True)", "cross_entropy_backward(divisor)", "cross_entropy_reduced(sum, bfloat16)"],
+    LLM_OPS
+    + [
+        "rope(backward=True)",
+        "cross_entropy_backward(divisor)",
+        "cross_entropy_reduced(sum, bfloat16)",
+        "cross_entropy_reduced(divisor)",
+    ],
 )
 def test_opcheck(device, name):
     """torch.library.opcheck of every registered forward and backward op: schema, fake impl, autograd
@@ -901,6 +951,23 @@ def test_compile(device, op):
         c_outs, c_grads, _ = forward_backward(compiled, args, case.diff, cots)
         for a, b in zip(outs + tuple(grads), c_outs + tuple(c_grads)):
             close(b, a, torch.float32, floor=case.floor, what=f"compiled, {rows} rows")
+
+
+@pytest.mark.parametrize("divisor", ["tensor", "number"])
+def test_compile_cross_entropy_divisor(device, divisor):
+    """torch.compile(fullgraph=True) of a mean over a given count (a tensor input, or a number in the graph), forward
+    and backward, equal to eager."""
+    n = torch.tensor(9, device=device) if divisor == "tensor" else 9
+
+    def loss(x, t):
+        return (K.cross_entropy(x, t, divisor=n),)
+
+    torch._dynamo.reset()
+    args = (rand(6, 16, device=device), targets(6, 16, device))
+    outs, grads, cots = forward_backward(loss, args, (0,))
+    c_outs, c_grads, _ = forward_backward(torch.compile(loss, fullgraph=True), args, (0,), cots)
+    for a, b in zip(outs + tuple(grads), c_outs + tuple(c_grads)):
+        close(b, a, torch.float32)
 
 
 def test_compile_llm_block(device):

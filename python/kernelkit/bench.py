@@ -410,6 +410,7 @@ GROUPS: Dict[str, Tuple[str, ...]] = {
         "cross_entropy",
         "cross_entropy_backward",
         "cross_entropy_fwd_bwd",
+        "cross_entropy_items_fwd_bwd",
         "swiglu",
         "swiglu_backward",
         "rope",
@@ -476,6 +477,11 @@ def _cross_entropy_reference(logits, target):
     return torch.nn.functional.cross_entropy(logits.float(), target)
 
 
+def _cross_entropy_items_reference(logits, target, items):
+    # Hugging Face's ForCausalLMLoss given num_items_in_batch (the Trainer's gradient accumulation).
+    return torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum") / items
+
+
 def _rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -509,6 +515,10 @@ def _liger_functions() -> Dict[str, Callable]:
         "layer_norm": ("liger_layer_norm", lambda f: lambda x, w, b: f(x, w, b, 1e-5)),
         "softmax": ("liger_softmax", lambda f: f),
         "cross_entropy": ("liger_cross_entropy", lambda f: lambda logits, target: f(logits, target)),
+        "cross_entropy_items": (
+            "liger_cross_entropy",
+            lambda f: lambda logits, target, items: f(logits, target, reduction="sum") / items,
+        ),
         "swiglu": ("liger_swiglu", lambda f: f),
         "rope": ("liger_rope", lambda f: lambda q, k, cos, sin: f(q, k, cos, sin)),
     }
@@ -535,6 +545,8 @@ def _llm_cases() -> List[Case]:
       softmax         fwd read x, write y: 2T              bwd read g, y, write gx: 3T
       cross_entropy   fwd read logits: 1T                  bwd read logits, write grad: 2T
                       fwd+bwd fused: 2T (read logits once, write the gradient)
+                      cross_entropy_items_fwd_bwd: the same for Hugging Face's loss under gradient accumulation,
+                      the sum over a micro-batch divided by num_items_in_batch (a device tensor: 4 x the rows)
       swiglu          fwd read gate, up, write y: 3T       bwd read g, gate, up, write two grads: 5T
       rope            q and k read and written, cos and sin read, forward and backward alike
     """
@@ -566,6 +578,9 @@ def _llm_cases() -> List[Case]:
     def logits_target(size, dtype, dev):
         rows, vocab = size
         return rnd(rows, vocab, dtype=dtype, dev=dev), torch.randint(0, vocab, (rows,), device=dev)
+
+    def logits_target_items(size, dtype, dev):
+        return (*logits_target(size, dtype, dev), torch.tensor(4 * size[0], device=dev))
 
     def gate_up(size, dtype, dev):
         return rnd(*size, dtype=dtype, dev=dev), rnd(*size, dtype=dtype, dev=dev)
@@ -653,6 +668,21 @@ def _llm_cases() -> List[Case]:
                     make,
                     with_liger,
                     bytes=bwd_bytes,
+                    prepare=backward(argnums, with_forward=True),
+                )
+            )
+            items = {
+                "kernelkit": lambda logits, target, items: K.cross_entropy(logits, target, divisor=items),
+                "torch": _cross_entropy_items_reference,
+            }
+            if "cross_entropy_items" in liger:
+                items["liger"] = liger["cross_entropy_items"]
+            cases.append(
+                Case(
+                    "cross_entropy_items_fwd_bwd",
+                    logits_target_items,
+                    items,
+                    bytes=lambda logits, target, items: 2 * logits.nbytes + target.nbytes,
                     prepare=backward(argnums, with_forward=True),
                 )
             )

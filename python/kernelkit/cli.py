@@ -38,7 +38,8 @@ def bench(
         None,
         help="Ops or groups to benchmark (default: core). Groups: core = add mul muladd bias_gelu "
         "bias_gelu_backward matmul; llm = issue 5's training ops (rms_norm add_rms_norm layer_norm softmax "
-        "cross_entropy swiglu rope), each forward and <op>_backward, plus cross_entropy_fwd_bwd, also against "
+        "cross_entropy swiglu rope), each forward and <op>_backward, plus cross_entropy_fwd_bwd and "
+        "cross_entropy_items_fwd_bwd (Hugging Face's loss under gradient accumulation), also against "
         "Liger-Kernel when it is installed; all = both.",
     ),
     dtype: str = typer.Option("float32,bfloat16", help="Comma-separated dtypes."),

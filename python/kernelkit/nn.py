@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import nn
@@ -113,8 +113,13 @@ class CrossEntropyLoss(nn.Module):
         super().__init__()
         self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
 
-    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return ops.cross_entropy(logits, target, self.ignore_index, self.reduction, self.label_smoothing)
+    def forward(
+        self, logits: torch.Tensor, target: torch.Tensor, divisor: Union[torch.Tensor, int, float, None] = None
+    ) -> torch.Tensor:
+        """``divisor``: what a mean divides by in place of the count of targets (see kernelkit.ops.cross_entropy)."""
+        return ops.cross_entropy(
+            logits, target, self.ignore_index, self.reduction, self.label_smoothing, divisor=divisor
+        )
 
     def extra_repr(self) -> str:
         return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, label_smoothing={self.label_smoothing}"

@@ -88,14 +88,11 @@ def _causal_lm_loss(
         shift_labels = labels[..., 1:].contiguous()
     logits = logits.reshape(-1, vocab_size)
     shift_labels = shift_labels.reshape(-1).to(logits.device)
-    if num_items_in_batch is None:
-        return ops.cross_entropy(logits, shift_labels, ignore_index=ignore_index, out_dtype=torch.float32)
-    # A sum divided by the tokens of the whole accumulated batch: the loss's gradient is not 1, so a gradient written
-    # in the forward would be written again in the backward. Through the dispatcher the kernels stay apart.
-    reduced = torch.ops.kernelkit.cross_entropy_reduced
-    total, _, _ = reduced(logits, shift_labels, ignore_index, 0.0, False, torch.float32)
-    items = num_items_in_batch
-    return total / (items.to(total.device) if torch.is_tensor(items) else items)
+    # With num_items_in_batch (the Trainer's gradient accumulation): the sum divided by the tokens of the whole
+    # accumulated batch, which the op divides by itself, so its gradient is still written in the forward's one pass.
+    return ops.cross_entropy(
+        logits, shift_labels, ignore_index=ignore_index, out_dtype=torch.float32, divisor=num_items_in_batch
+    )
 
 
 def _is_silu(act: Any) -> bool:

@@ -149,6 +149,9 @@ def row_cache_bytes(k: Kernel, dev: int, packs: int, unit: int) -> int:
 _Buffers = TypeVar("_Buffers")
 
 
+_retired: List[Any] = []  # buffer sets replaced by larger ones, which graphs may still use
+
+
 def _new_stream_buffers(
     cache: Dict[Tuple[int, int], Any], key: Tuple[int, int], make: Callable[[], _Buffers]
 ) -> _Buffers:
@@ -159,7 +162,11 @@ def _new_stream_buffers(
 
     Otherwise they are made on a helper thread, on the same stream: this thread's allocations may be routed to a
     private pool (torch.compile's reduce-overhead warm-up, ``torch.cuda.use_mem_pool``) that must not keep
-    buffers alive past the call, and the routing is per thread. One thread per new buffer set, not per call."""
+    buffers alive past the call, and the routing is per thread. One thread per new buffer set, not per call.
+
+    A set they replace is kept alive (``_retired``), not freed: a graph captured on the stream may hold it
+    (torch.compile's cudagraph trees warm up and record on one stream), and would replay into memory handed to other
+    tensors. Callers at least double a set's size when they outgrow it, so few are ever retired."""
     device, _ = key
     with torch.cuda.device(device):
         if torch.cuda.is_current_stream_capturing():
@@ -179,6 +186,8 @@ def _new_stream_buffers(
     helper.join()
     if isinstance(made[0], BaseException):
         raise made[0]
+    if key in cache:
+        _retired.append(cache[key])
     cache[key] = made[0]
     return made[0]
 
@@ -194,7 +203,8 @@ def tickets(device: int, n: int) -> torch.Tensor:
     t = _tickets.get(key)
     if t is None or t.numel() < n:
         where = torch.device("cuda", device)
-        t = _new_stream_buffers(_tickets, key, lambda: torch.zeros(max(n, 1024), dtype=torch.int32, device=where))
+        size = max(n, 1024, 2 * t.numel() if t is not None else 0)
+        t = _new_stream_buffers(_tickets, key, lambda: torch.zeros(size, dtype=torch.int32, device=where))
     return t
 
 
@@ -210,9 +220,10 @@ def scratch(device: int, n: int) -> Tuple[torch.Tensor, torch.Tensor]:
     s = _scratch.get(key)
     if s is None or s[0].numel() < n:
         where = torch.device("cuda", device)
+        size = max(n, 4096, 2 * s[0].numel() if s is not None else 0)
 
         def make() -> Tuple[torch.Tensor, torch.Tensor]:
-            spill = torch.full((max(n, 4096),), -1, dtype=torch.int64, device=where)
+            spill = torch.full((size,), -1, dtype=torch.int64, device=where)
             return spill, torch.zeros(2, dtype=torch.int64, device=where)
 
         s = _new_stream_buffers(_scratch, key, make)
@@ -239,7 +250,9 @@ def held_loss_scratch(device: int, rows: int, blocks: int) -> HeldLossScratch:
     key = (device, torch._C._cuda_getCurrentRawStream(device))
     s = _held_scratch.get(key)
     if s is None or s.row_loss.numel() < rows or s.partial.numel() < blocks:
-        rows, blocks = max(rows, 65536), max(blocks, 64)
+        grown = s is not None  # at least double what was outgrown (see _new_stream_buffers)
+        rows = max(rows, 65536, 2 * s.row_loss.numel() if grown else 0)
+        blocks = max(blocks, 64, 2 * s.partial.numel() if grown else 0)
 
         def make() -> HeldLossScratch:
             raw = torch.zeros(2 + blocks + cdiv(rows, 2), dtype=torch.int64, device=torch.device("cuda", device))

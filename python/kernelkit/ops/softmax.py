@@ -4,7 +4,7 @@ Rust (kernelkit-ops)."""
 from __future__ import annotations
 
 import functools
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
@@ -318,24 +318,48 @@ def _check_loss_dtype(dtype: torch.dtype) -> None:
         raise ValueError(f"kernelkit::cross_entropy: out_dtype must be a floating-point dtype, got {dtype}")
 
 
-def _ce_reduced_cpu(logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
+# The dtypes a mean's given denominator (``by``) is read in by the kernels (kernels/softmax.cu kk_sm::given_divisor).
+_DIVISOR_KINDS = {torch.float32: 1, torch.float64: 2, torch.int32: 3, torch.int64: 4}
+
+
+def _divisor_kind(logits, mean, by) -> int:
+    """The kernels' ``by_kind`` for the reduced loss's optional denominator ``by`` (0: none), checked."""
+    if by is None:
+        return 0
+    opname = "kernelkit::cross_entropy_reduced"
+    if not mean:
+        raise ValueError(f"{opname}: argument 'divisor' replaces the mean's count; it needs mean=True")
+    kind = _DIVISOR_KINDS.get(by.dtype)
+    if by.numel() != 1 or kind is None or by.get_device() != logits.get_device():
+        raise ValueError(
+            f"{opname}: argument 'divisor' must be one float32, float64, int32 or int64 value on {logits.device}, "
+            f"got shape {tuple(by.shape)}, dtype {str(by.dtype)[6:]} on {by.device}"
+        )
+    return kind
+
+
+def _ce_reduced_cpu(logits, target, ignore_index, label_smoothing, mean, out_dtype, by, loss, stats, divisor):
     _check_loss_dtype(loss.dtype)
+    kind = _divisor_kind(logits, mean, by)
     per_row = stats.new_empty(logits.shape[0])
     _ce_fwd_cpu(logits, target, ignore_index, label_smoothing, per_row, stats)
-    divisor.fill_((target != ignore_index).sum() if mean else 1)
-    loss.copy_(per_row.sum() / divisor if mean else per_row.sum())
+    # As the kernels: the given denominator rounded to the accumulation dtype, the division in float64.
+    divisor.fill_(by.reshape(()) if kind else (target != ignore_index).sum() if mean else 1)
+    loss.copy_(per_row.double().sum() / divisor.double() if mean else per_row.double().sum())
 
 
-def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
+def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, by, loss, stats, divisor):
     _check_loss_dtype(loss.dtype)
+    kind = _divisor_kind(logits, mean, by)
     k, grid, block = _ce_grid(logits, "kk_cross_entropy_loss", loss.dtype)
     grid = max(grid, 1)  # no rows: one block still writes the loss (NaN for the mean, as torch) and the divisor
     rows, cols = logits.shape
     # Each block adds its (sum of losses, rows counted) to two words, in fixed point; the block that arrives last
     # writes the loss: one launch, no allocation.
     spill, words = scratch(logits.get_device(), grid)
-    args = (logits, target, stats, spill, words, int(mean), loss, divisor, rows, cols, ignore_index, label_smoothing)
-    k.launch(grid, block, args)
+    by_arg = by if kind else 0  # 0: a null pointer
+    args = (logits, target, stats, spill, words, int(mean), by_arg, kind, loss, divisor, rows, cols, ignore_index)
+    k.launch(grid, block, (*args, label_smoothing))
 
 
 # A mean or sum in an eager call whose logits need a gradient: the forward also writes the gradient for a loss
@@ -385,30 +409,36 @@ def _held_ce_ends(loss_dtype: torch.dtype):
     return count, kernel("softmax", f"kk_cross_entropy_mean<float, {CTYPE[loss_dtype]}, {_COUNT_PER}>")
 
 
-def _ce_reduced_with_grad(ctx, logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor):
+def _ce_reduced_with_grad(
+    ctx, logits, target, ignore_index, label_smoothing, mean, out_dtype, by, loss, stats, divisor
+):
     """_ce_reduced_cuda in an eager call that records a gradient: with a held fit, the forward's launches also write
     the gradient for a loss gradient of 1 into ``ctx.held_grad``, which _ce_reduced_backward returns."""
     rows, cols = logits.shape
     dev = logits.get_device()
     held = _held_ce_shape(logits.dtype, cols, dev) if rows and not label_smoothing else None
     if held is None or logits.data_ptr() % 16:
-        return _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, loss, stats, divisor)
+        args = (logits, target, ignore_index, label_smoothing, mean, out_dtype, by, loss, stats, divisor)
+        return _ce_reduced_cuda(*args)
     _check_loss_dtype(loss.dtype)
+    kind = _divisor_kind(logits, mean, by)
+    by_arg = by if kind else 0
     grad = torch.empty_like(logits)
     blocks = cdiv(rows, _TOTAL_THREADS * _COUNT_PER)
     count, ticket, partial, row_loss = held_loss_scratch(dev, rows, blocks)
     counter, total = _held_ce_ends(loss.dtype)
-    if mean:
+    counted = mean and not kind  # a given denominator needs no count
+    if counted:
         counter.launch(blocks, _TOTAL_THREADS, (target, rows, ignore_index, count))
-    args = (logits, target, stats, row_loss, grad, count, int(mean), rows, cols, ignore_index)
-    held.launch(min(rows, held.cap), args, dependent=mean)
-    args = (row_loss, count, partial, ticket, rows, int(mean), loss, divisor)
+    args = (logits, target, stats, row_loss, grad, count, int(mean), by_arg, kind, rows, cols, ignore_index)
+    held.launch(min(rows, held.cap), args, dependent=counted)
+    args = (row_loss, count, partial, ticket, rows, int(mean), by_arg, kind, loss, divisor)
     total.launch(blocks, _TOTAL_THREADS, args, dependent=True)
     ctx.held_grad = grad
 
 
 def _ce_reduced_setup(ctx, inputs, output):
-    logits, target, ignore_index, label_smoothing, _, _ = inputs
+    logits, target, ignore_index, label_smoothing = inputs[:4]
     ctx.mark_non_differentiable(output[1], output[2])
     ctx.save_for_backward(logits, target, output[1], output[2])
     ctx.ignore_index, ctx.label_smoothing = ignore_index, label_smoothing
@@ -419,19 +449,21 @@ def _ce_reduced_backward(ctx, grad_loss, grad_stats, grad_divisor):
     held = getattr(ctx, "held_grad", None)
     if held is None:  # compiled, or a second backward (retain_graph): the first returned the held gradient
         grad = cross_entropy_backward(logits, target, stats, grad_loss, ctx.ignore_index, ctx.label_smoothing, divisor)
-        return grad, None, None, None, None, None
+        return grad, None, None, None, None, None, None
     ctx.held_grad = None
     _ce_bwd_cuda(logits, target, stats, grad_loss, ctx.ignore_index, 0.0, divisor, held, keep=True)
-    return held, None, None, None, None, None
+    return held, None, None, None, None, None, None
 
 
 _cross_entropy_reduced = op(
     "kernelkit::cross_entropy_reduced(Tensor logits, Tensor target, int ignore_index=-100, "
-    "float label_smoothing=0.0, bool mean=True, ScalarType? out_dtype=None) -> (Tensor, Tensor, Tensor)",
+    "float label_smoothing=0.0, bool mean=True, ScalarType? out_dtype=None, Tensor? divisor=None) "
+    "-> (Tensor, Tensor, Tensor)",
     inputs={"logits": _LOGITS, "target": _TARGET},
     # (loss, stats, divisor): the mean (or sum) in out_dtype, computed in the accumulation dtype from the
-    # forward's per-block partials by its last block; stats as in kernelkit::cross_entropy; divisor the
-    # count of rows not ignored (mean) or 1 (sum), which divides the gradient in the backward.
+    # forward's per-block partials by its last block; stats as in kernelkit::cross_entropy; divisor what the
+    # mean divided by (the count of rows not ignored, or the ``divisor`` given, a one-element tensor on the
+    # logits' device read there with no host sync) or 1 (sum): it divides the gradient in the backward.
     output=(
         Out(shape=_scalar, dtype=_loss_dtype),
         Out(shape=_stats_shape, dtype=_stat_dtype),
@@ -444,6 +476,22 @@ _cross_entropy_reduced = op(
 )(_ce_reduced_cuda)
 
 
+def _divisor_tensor(divisor: Union[torch.Tensor, int, float], logits: torch.Tensor) -> torch.Tensor:
+    """``divisor`` as a one-element tensor on the logits' device, in a dtype the kernels read (no host sync: a tensor
+    on the device is read there, by the kernels that divide by it)."""
+    if isinstance(divisor, torch.Tensor):
+        if divisor.dtype == torch.bool or divisor.is_complex() or divisor.numel() != 1:
+            raise ValueError(
+                "kernelkit::cross_entropy: divisor must be a real number or a one-element real tensor, got a "
+                f"tensor of shape {tuple(divisor.shape)} and dtype {str(divisor.dtype)[6:]}"
+            )
+        dtype = divisor.dtype if divisor.dtype in _DIVISOR_KINDS else torch.float64
+        return divisor.to(device=logits.device, dtype=dtype)
+    if isinstance(divisor, bool) or not isinstance(divisor, (int, float)):
+        raise ValueError(f"kernelkit::cross_entropy: divisor must be a real number or tensor, got {divisor!r}")
+    return torch.full((), float(divisor), dtype=torch.float64, device=logits.device)
+
+
 def cross_entropy(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -452,6 +500,7 @@ def cross_entropy(
     label_smoothing: float = 0.0,
     *,
     out_dtype: Optional[torch.dtype] = None,
+    divisor: Union[torch.Tensor, int, float, None] = None,
 ) -> torch.Tensor:
     """Cross-entropy of logits (N, C) or (..., C) against int64 targets, as torch.nn.functional.cross_entropy
     (ignore_index, reduction "mean" | "sum" | "none", label_smoothing). The per-row loss and log-sum-exp
@@ -464,10 +513,21 @@ def cross_entropy(
     both when the loss's gradient is 1 (``loss.backward()``), the gradient alive from the forward to the backward.
     A loss scaled before its backward (``(loss / steps).backward()``) has its gradient written again there.
 
+    ``divisor`` (with reduction "mean"): what the mean divides the sum of the row losses by, in place of the count of
+    targets not ignored; a number or a one-element tensor, read on the device (no host sync). Gradient accumulation
+    over micro-batches, as Hugging Face's Trainer does it (``num_items_in_batch``, the tokens of the whole accumulated
+    batch), then keeps one pass over the logits for loss and gradient, where ``sum / n`` after the loss would not.
+
     >>> loss = kernelkit.ops.cross_entropy(logits.view(-1, vocab), labels.view(-1))
+    >>> loss = kernelkit.ops.cross_entropy(logits, labels, divisor=num_items_in_batch)  # sum / num_items_in_batch
     """
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"kernelkit::cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if divisor is not None and reduction != "mean":
+        raise ValueError(
+            f"kernelkit::cross_entropy: divisor replaces the mean's count of targets; it needs reduction='mean', "
+            f"got {reduction!r}"
+        )
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"kernelkit::cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     # Already (N, C) and (N,): no reshapes, which cost about 1 us of host time each.
@@ -479,5 +539,6 @@ def cross_entropy(
         return loss.to(out_dtype or logits.dtype)
     # One op: one kernel whose last block sums the others' partial losses, and a backward
     # that reads the loss's gradient as it is (no torch ops around the per-row losses either way).
-    loss, _, _ = _cross_entropy_reduced(rows, flat, ignore_index, label_smoothing, reduction == "mean", out_dtype)
+    by = None if divisor is None else _divisor_tensor(divisor, logits)
+    loss, _, _ = _cross_entropy_reduced(rows, flat, ignore_index, label_smoothing, reduction == "mean", out_dtype, by)
     return loss
