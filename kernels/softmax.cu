@@ -35,6 +35,10 @@ using kk::Vec;
 // (double: 8 bytes of spills); cross-entropy's measured 3-4% slower that way and keeps kNc (bench/NOTES.md session 17).
 template <typename T> constexpr int kSoftmaxLd = sizeof(T) == 8 ? kk::kNc : kk::kKeep;
 constexpr int kCeLd = kk::kNc;
+// kk_cross_entropy_held's rows (one read, held in registers) load as kKeep where it measured faster than kNc: float32
+// rows 3.8-4.0% (32768 x 8192, 16384 x 16384, 131072 x 4096), rows split over a cluster 0.6-3.8% (bf16 8192 x 65536
+// 580.0 -> 566.8 us); 16-bit rows one block holds within +-1% either way, kept kNc (bench/NOTES.md session 36).
+template <typename T, bool SPLIT> constexpr int kCeHeldLd = SPLIT || sizeof(T) == 4 ? kk::kKeep : kk::kNc;
 
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
 // cross-entropy: a warp per row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
@@ -1066,7 +1070,7 @@ __device__ __forceinline__ void held_ce_row(const T* logits, const long long* ta
   Vec<T, W> u[P];
 #pragma unroll
   for (int k = 0; k < P; ++k)
-    if (k < n) u[k] = load_vec<W, kCeLd>(xr + (k * (long long)nt + ti) * W);
+    if (k < n) u[k] = load_vec<W, kCeHeldLd<T, SPLIT>>(xr + (k * (long long)nt + ti) * W);
   A m = ninf<A>(), s = A(0);
   ms_update<T, W, P>(u, n, m, s);
   Red<A, 2> st;
