@@ -6,7 +6,7 @@ minimum blocks per SM) of kk_cross_entropy_held against the kernels apart, timed
 without torch's autograd engine, whose host time (~240 us per forward and torch.autograd.grad on the H200 machine,
 h200-2026-11-24-s34/ce-fused-fits-autograd.log) would hide the kernels' at these sizes.
 
-    python3 bench/exp_ce_fused_fits.py --out ce_fused_fits.json [--wide]
+    python3 bench/exp_ce_fused_fits.py --out ce_fused_fits.json [--wide] [--rows 8192]
 """
 
 import importlib
@@ -57,10 +57,10 @@ def candidates(dtype, cols, dev):
     return shapes
 
 
-def time_case(dtype, cols, copy, reps, wide=False):
+def time_case(dtype, cols, copy, reps, wide=False, rows=None):
     if wide and cols < WIDE[dtype.itemsize]:
         return []
-    rows = max(2048, min(32768, 2**27 // cols))
+    rows = rows or max(2048, min(32768, 2**27 // cols))
     x = torch.randn(rows, cols, device="cuda", dtype=dtype)
     t = torch.randint(0, cols, (rows,), device="cuda")
     t[::7] = -100  # some rows ignored, as padding is
@@ -95,4 +95,8 @@ def time_case(dtype, cols, copy, reps, wide=False):
 
 
 if __name__ == "__main__":
-    run_cases(CASES, time_case, reps=40, options={"--wide": dict(action="store_true", help="only the widest rows")})
+    options = {
+        "--wide": dict(action="store_true", help="only the widest rows"),
+        "--rows": dict(type=int, help="rows of every case (default: 2^27 / columns, 2048 to 32768)"),
+    }
+    run_cases(CASES, time_case, reps=40, options=options)
