@@ -187,6 +187,11 @@ def _ce_bwd_cpu(logits, target, stats, row_scale, ignore_index, label_smoothing,
         )
 
 
+# The grid cap of kk_cross_entropy_bwd's KEEP_AT_ONE launch, in waves of resident blocks: its blocks return at once at a
+# loss gradient of 1, so fewer of them save 1.1-1.9 us per step there (bf16 8192 x 65536 565.2 -> 564.0 us), and cost
+# 0.6% at most where it rewrites the gradient (float32 32768 x 8192 1046.1 -> 1052.7; bench/exp_ce_keep_waves.py,
+# h200-2026-11-27-s36/ce-keep-waves.log).
+_KEEP_WAVES = 1
 _LOSS_MAX_BLOCKS = 2047  # kk_sm::kLossMaxBlocks: the reduced loss counts its blocks' arrivals in 11 bits
 
 
@@ -207,7 +212,7 @@ def _ce_shape(
     # Grid caps in waves of resident blocks: the backward 4; the 16-bit forwards 2, 0.1-2.3% faster than one in two
     # interleaved runs (bf16 32768 x 4096 73.3 -> 72.2 and 73.8 -> 72.1 us; bench/exp_ce_grid.py,
     # h200-2026-11-23-s18/ce-grid.log and -s19/ce-grid.log), where float32 measured within 0.6% either way.
-    waves = 4 if name == "kk_cross_entropy_bwd" else 2 if dtype.itemsize == 2 else 1
+    waves = (_KEEP_WAVES if keep else 4) if name == "kk_cross_entropy_bwd" else 2 if dtype.itemsize == 2 else 1
     cap = waves * resident_blocks(k, block, dev)
     return k, block, per_block, min(cap, _LOSS_MAX_BLOCKS) if name == "kk_cross_entropy_loss" else cap
 
