@@ -327,10 +327,11 @@ def _check_loss_dtype(dtype: torch.dtype) -> None:
 _DIVISOR_KINDS = {torch.float32: 1, torch.float64: 2, torch.int32: 3, torch.int64: 4}
 
 
-def _divisor_kind(logits, mean, by) -> int:
-    """The kernels' ``by_kind`` for the reduced loss's optional denominator ``by`` (0: none), checked."""
+def _divisor_args(logits, mean, by) -> tuple:
+    """The kernels' (``by``, ``by_kind``) for the reduced loss's optional denominator ``by``, checked: (0, 0) (a null
+    pointer, no denominator) when there is none."""
     if by is None:
-        return 0
+        return 0, 0
     opname = "kernelkit::cross_entropy_reduced"
     if not mean:
         raise ValueError(f"{opname}: argument 'divisor' replaces the mean's count; it needs mean=True")
@@ -340,12 +341,12 @@ def _divisor_kind(logits, mean, by) -> int:
             f"{opname}: argument 'divisor' must be one float32, float64, int32 or int64 value on {logits.device}, "
             f"got shape {tuple(by.shape)}, dtype {str(by.dtype)[6:]} on {by.device}"
         )
-    return kind
+    return by, kind
 
 
 def _ce_reduced_cpu(logits, target, ignore_index, label_smoothing, mean, out_dtype, by, loss, stats, divisor):
     _check_loss_dtype(loss.dtype)
-    kind = _divisor_kind(logits, mean, by)
+    _, kind = _divisor_args(logits, mean, by)
     per_row = stats.new_empty(logits.shape[0])
     _ce_fwd_cpu(logits, target, ignore_index, label_smoothing, per_row, stats)
     # As the kernels: the given denominator rounded to the accumulation dtype, the division in float64.
@@ -355,16 +356,33 @@ def _ce_reduced_cpu(logits, target, ignore_index, label_smoothing, mean, out_dty
 
 def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, by, loss, stats, divisor):
     _check_loss_dtype(loss.dtype)
-    kind = _divisor_kind(logits, mean, by)
+    by, kind = _divisor_args(logits, mean, by)
     k, grid, block = _ce_grid(logits, "kk_cross_entropy_loss", loss.dtype)
     grid = max(grid, 1)  # no rows: one block still writes the loss (NaN for the mean, as torch) and the divisor
     rows, cols = logits.shape
     # Each block adds its (sum of losses, rows counted) to two words, in fixed point; the block that arrives last
     # writes the loss: one launch, no allocation.
     spill, words = scratch(logits.get_device(), grid)
-    by_arg = by if kind else 0  # 0: a null pointer
-    args = (logits, target, stats, spill, words, int(mean), by_arg, kind, loss, divisor, rows, cols, ignore_index)
-    k.launch(grid, block, (*args, label_smoothing))
+    k.launch(
+        grid,
+        block,
+        (
+            logits,
+            target,
+            stats,
+            spill,
+            words,
+            int(mean),
+            by,
+            kind,
+            loss,
+            divisor,
+            rows,
+            cols,
+            ignore_index,
+            label_smoothing,
+        ),
+    )
 
 
 # A mean or sum in an eager call whose logits need a gradient: the forward also writes the gradient for a loss
@@ -423,11 +441,11 @@ def _ce_reduced_with_grad(
     dev = logits.get_device()
     held = _held_ce_shape(logits.dtype, cols, dev) if rows and not label_smoothing else None
     if held is None or logits.data_ptr() % 16:
-        args = (logits, target, ignore_index, label_smoothing, mean, out_dtype, by, loss, stats, divisor)
-        return _ce_reduced_cuda(*args)
+        return _ce_reduced_cuda(
+            logits, target, ignore_index, label_smoothing, mean, out_dtype, by, loss, stats, divisor
+        )
     _check_loss_dtype(loss.dtype)
-    kind = _divisor_kind(logits, mean, by)
-    by_arg = by if kind else 0
+    by, kind = _divisor_args(logits, mean, by)
     grad = torch.empty_like(logits)
     blocks = cdiv(rows, _TOTAL_THREADS * _COUNT_PER)
     count, ticket, partial, row_loss = held_loss_scratch(dev, rows, blocks)
@@ -435,9 +453,9 @@ def _ce_reduced_with_grad(
     counted = mean and not kind  # a given denominator needs no count
     if counted:
         counter.launch(blocks, _TOTAL_THREADS, (target, rows, ignore_index, count))
-    args = (logits, target, stats, row_loss, grad, count, int(mean), by_arg, kind, rows, cols, ignore_index)
+    args = (logits, target, stats, row_loss, grad, count, int(mean), by, kind, rows, cols, ignore_index)
     held.launch(min(rows, held.cap), args, dependent=counted)
-    args = (row_loss, count, partial, ticket, rows, int(mean), by_arg, kind, loss, divisor)
+    args = (row_loss, count, partial, ticket, rows, int(mean), by, kind, loss, divisor)
     total.launch(blocks, _TOTAL_THREADS, args, dependent=True)
     ctx.held_grad = grad
 
