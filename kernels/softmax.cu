@@ -1026,7 +1026,8 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
 // reduced loss's gradient, in the loss's dtype, with scale_stride 0), (m, ls_m) = stats[r] from the forward;
 // rows with target == ignore_index get 0. grad may be logits (exact in place).
 // KEEP_AT_ONE: grad already holds the gradient for a loss gradient of 1 (kk_cross_entropy_held's, with scale_stride
-// 0): every block returns at once when row_scale[0] is 1, and otherwise rewrites grad, to the same bits.
+// 0): every block returns at once when row_scale[0] is 1, and otherwise rewrites grad, to the same bits. Launched
+// dependent (programmatic dependent launch): its blocks wait in kk::pdl_wait for the kernel before it.
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(80)), any grid, no dynamic shared memory:
 //   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
@@ -1037,6 +1038,9 @@ __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long
                                                              const typename kk::Acc<T>::type* divisor, T* grad,
                                                              long long rows, long long cols, long long ignore_index,
                                                              double label_smoothing) {
+  // Launched dependent: row_scale and grad come from kernels before it. Every block waits, so that this grid ends
+  // after them (a kernel launched dependent on it waits for it alone).
+  if constexpr (KEEP_AT_ONE) kk::pdl_wait();
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
   if constexpr (KEEP_AT_ONE) {

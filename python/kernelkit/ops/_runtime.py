@@ -80,6 +80,10 @@ class RowShape(NamedTuple):
     smem: int = 0
     pair: int = 1
 
+    def grid(self, rows: int) -> int:
+        """Blocks (clusters) for ``rows`` rows: one per ``per_block`` rows, at most ``cap`` looping over them."""
+        return min(cdiv(rows, self.per_block), self.cap)
+
     def launch(self, grid: int, args: tuple, dependent: bool = False) -> None:
         """``dependent``: a programmatic dependent launch (kernels/common.cuh kk::pdl_wait)."""
         if self.ctas > 1:

@@ -256,7 +256,7 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
         return
     vec = vector_path(cols, x.dtype, args)
     shape = _forward_shape(name, x.dtype, cols, x.get_device(), vec)
-    shape.launch(min(cdiv(rows, shape.per_block), shape.cap), (*args, rows, cols, eps))
+    shape.launch(shape.grid(rows), (*args, rows, cols, eps))
 
 
 @functools.cache
