@@ -28,6 +28,7 @@ import json
 
 import torch
 import torch.nn.functional as F
+from exp_ce_autograd_host import Twice  # the Python Function floor: one small op each way
 from exp_host_calls import host_us
 
 import kernelkit.ops as K
@@ -35,16 +36,6 @@ import kernelkit.ops as K
 sm = importlib.import_module("kernelkit.ops.softmax")  # kernelkit.ops.softmax is also the op's name
 
 _C_APPLY = torch._C._FunctionBase.__dict__["apply"]
-
-
-class Twice(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
 
 
 class StandInCtx:
