@@ -115,7 +115,7 @@ def backward(name, dtype, results, rows=ROWS, cols=COLS, fits=None, packs=None):
         else:
             flip = ((r"SMEM \? MINB == 1 \|\| kSmemRoomForNextRow :", f"SMEM ? {str(pf).lower()} :"),)
             k = source_variant("norms", flip).kernel(expr)
-        dyn = norms.bwd_slot_bytes(kname, dtype, smem, np_) * rt
+        dyn = norms.bwd_slot_bytes(kname, dtype, smem, np_, name == "kk_add_rms_norm_bwd" and not split) * rt
         if split:
             chunks = k.max_active_clusters((rt, 1), (1, ctas, 1), dyn)
             go = lambda: k.launch((chunks, ctas), (rt, 1), bargs, dyn, cluster=(1, ctas, 1))

@@ -146,6 +146,22 @@ __device__ __forceinline__ void from_words(const unsigned* w, double& v) { v = _
 // The 32-bit shared-memory address of *p (p: a pointer into this CTA's shared memory), for PTX operands.
 __device__ __forceinline__ unsigned smem_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
+// An asynchronous 16-byte copy from global memory (16-byte aligned) into this CTA's shared memory at `dst`, through
+// L2 only (cp.async.cg, sm_80+; before that a plain copy through registers): the data in flight takes no registers.
+// It is visible to this thread after async_copy_wait_all.
+__device__ __forceinline__ void async_copy16(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_address(dst)), "l"(src) : "memory");
+#else
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+#endif
+}
+__device__ __forceinline__ void async_copy_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // The mbarrier at shared address `bar`, for `count` arrivals per phase.
 __device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned count) {

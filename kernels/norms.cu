@@ -669,13 +669,21 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       !TAIL && (SMEM ? MINB == 1 || kSmemRoomForNextRow : !(LN && SPLIT && sizeof(T) == 4));
   const A acols = A(cols);
   const long long nchunks = kk::div_ll(rows + rpc - 1, rpc);
-  // Shared-memory slot arrays (SMEM): the weights (SMEM 2), then the pw sums, then the pb sums (LN).
+  // Shared-memory slot arrays (SMEM): the weights (SMEM 2), then the pw sums, then the pb sums (LN), then the extra
+  // gradient (kAsyncExtra).
   extern __shared__ uint4 kk_norms_dyn[];
   const PackSlots<NP, W, A> slots{kk_norms_dyn, int(blockDim.x), int(threadIdx.x)};
-  constexpr int kSw = 0, kSaw = SMEM >= 2 ? 1 : 0, kSab = kSaw + 1;
+  // The extra gradient (add_rms_norm's residual path, EXTRA) is only needed after the reductions: 16-bit types load
+  // it into registers before them, hiding its latency behind them; the others, with no registers for it (76 bytes
+  // of spills), copy it asynchronously into a slot array of their own (SMEM): float32 32768 x 8192 1133.5 -> 1039.4
+  // us, x 4096 572.9 -> 531.0 (bench/ab_source.py, h200-2026-11-27-s38/ab-add-bwd-async.log), against loading it
+  // after them. Split rows do neither (spills).
+  constexpr bool kEarlyExtra = EXTRA && sizeof(T) == 2 && !SPLIT;
+  constexpr bool kAsyncExtra = EXTRA && sizeof(T) != 2 && SMEM > 0 && !SPLIT;
+  constexpr int kSw = 0, kSaw = SMEM >= 2 ? 1 : 0, kSab = kSaw + 1, kSe = kSab + (LN ? 1 : 0);
   if constexpr (SMEM > 0) {
     static_assert(W * sizeof(A) % 16 == 0, "SMEM backwards take the 16-byte path");
-    const unsigned need = (kSaw + (LN ? 2 : 1)) * NP * PackSlots<NP, W, A>::kUnits * blockDim.x * 16;
+    const unsigned need = (kSe + kAsyncExtra) * NP * PackSlots<NP, W, A>::kUnits * blockDim.x * 16;
     if (blockDim.y != 1 || kk::dyn_smem_bytes() < need) __trap();
   }
   // This thread's weights, the same for every row, converted to A once (16-bit types: the conversions
@@ -740,10 +748,6 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       const long long off = act ? row * cols : 0;
       Vec<T, W> gn[NP], xn[NP];
       A rsn, mun;
-      // The extra gradient (add_rms_norm's residual path, EXTRA) is only needed after the reductions:
-      // for 16-bit types it is loaded now, its latency hidden behind them (float: the registers spill).
-      // (Not when split: 40 bytes of spills.)
-      constexpr bool kEarlyExtra = EXTRA && sizeof(T) == 2 && !SPLIT;
       Vec<T, W> ev[NP];
       if constexpr (!kPrefetch) load_row(row, gv, xv, rs, mu);
       else load_row(row + Y, gn, xn, rsn, mun);
@@ -752,6 +756,9 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
         const long long p = k * R + tx;
         if constexpr (kEarlyExtra)
           ev[k] = kk::load_vec_if<W, kBwdLd<T>>(gextra + off + p * W, act && p < cv);
+        // Its slot was last read by this thread's previous row, whose stores used the value before this issues.
+        if constexpr (kAsyncExtra)
+          if (act && p < cv) kk::async_copy16(slots.at(kSe, k, 0), gextra + off + p * W);
       }
       // The first pass sums g * (x - mu) and scales it by rs once after the row sum where that measured faster:
       // 16-bit types and add_rms_norm 1-3%; float32 rms_norm and LayerNorm 1.5-2% slower (bench/ab_source.py,
@@ -789,12 +796,14 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       // as x * rs - mu * rs it would not be exactly 0 where x == mu.)
       const A c1 = LN ? s[0] / acols : A(0);
       const A c2 = (kScaleOnce ? rs * s[NS - 1] : s[NS - 1]) / acols;
+      if constexpr (kAsyncExtra) kk::async_copy_wait_all();
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
         if (act && p < cv) {
           A e[W], o[W];
           if constexpr (kEarlyExtra) kk::vec_to_acc(ev[k], e);
+          else if constexpr (kAsyncExtra) slots.load(kSe, k, e);
           else if (EXTRA) kk::vec_to_acc(load_vec<W, kBwdLd<T>>(gextra + off + p * W), e);
           else {
 #pragma unroll
@@ -1304,8 +1313,9 @@ kk_rms_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, T* __rest
 //   SPLIT = true: rows split over a cluster as in kk_rms_norm_fwd; chunks = grid.x = the resident clusters.
 //   SMEM = 1 or 2 (16-byte path, Y = 1, else the kernel traps): the chunk's weight-gradient sums (1), and the float
 //   weights too (2), in dynamic shared memory instead of registers: S >= A * NP * VEC * R * sizeof(acc) bytes
-//   with A = (SMEM == 2) + 1 (+ 1 for LayerNorm's bias sums). With MINB = 1 these load the next row ahead; at
-//   two blocks per SM only 16-bit RMSNorm rows with SMEM = 2 have the registers for it (norm_bwd_run kPrefetch).
+//   with A = (SMEM == 2) + 1 (+ 1 for LayerNorm's bias sums, + 1 for the extra gradient of float rows not split).
+//   With MINB = 1 these load the next row ahead; at two blocks per SM only 16-bit RMSNorm rows with SMEM = 2 have
+//   the registers for it (norm_bwd_run kPrefetch).
 template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool EXTRA = false,
           bool SPLIT = false, int SMEM = 0>
 __global__ void __launch_bounds__(512, MINB)

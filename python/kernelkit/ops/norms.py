@@ -192,13 +192,13 @@ def split_param_bytes(name: str, packs: int) -> int:
     return (2 if name == "kk_layer_norm_fwd" else 1) * packs * 16
 
 
-def bwd_slot_bytes(name: str, dtype: torch.dtype, smem: int, packs: Optional[int] = None) -> int:
+def bwd_slot_bytes(name: str, dtype: torch.dtype, smem: int, packs: Optional[int] = None, extra: bool = False) -> int:
     """Dynamic shared memory per thread of a backward kernel with SMEM = ``smem`` (kernels/norms.cu PackSlots):
-    slot arrays (the weights for SMEM 2, the weight sums, LayerNorm's bias sums) of float packs, ``packs``
-    (default ``_BWD_PACKS``) of each."""
+    slot arrays (the weights for SMEM 2, the weight sums, LayerNorm's bias sums, the extra gradient of a
+    float32 ``extra`` kernel whose rows are not split) of float packs, ``packs`` (default ``_BWD_PACKS``) of each."""
     if not smem:
         return 0
-    arrays = (smem >= 2) + (2 if name == "kk_layer_norm_bwd" else 1)
+    arrays = (smem >= 2) + (2 if name == "kk_layer_norm_bwd" else 1) + (extra and dtype.itemsize != 2)
     return arrays * (packs or _BWD_PACKS[dtype]) * VEC[dtype] * 4
 
 
@@ -271,7 +271,7 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
     def expr(smem: int, minb: int, split: bool) -> Tuple[str, int]:
         """The kernel and its dynamic shared memory per thread."""
         e = f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}, {extra_arg}{str(split).lower()}, {smem}>"
-        return e, bwd_slot_bytes(name, dtype, smem)
+        return e, bwd_slot_bytes(name, dtype, smem, extra=extra and not split)
 
     if tail and vec and name in _BWD_BULK_SPLIT and not extra and dtype in _B16:
         stages, k = _BWD_BULK_SPLIT[name]
