@@ -1065,6 +1065,55 @@ __global__ void __maxnreg__(80) kk_cross_entropy_bwd(const T* logits, const long
                             label_smoothing);
 }
 
+// kk_cross_entropy_bwd_flat: kk_cross_entropy_bwd's gradient (without KEEP_AT_ONE), the same bits, in one pass of a
+// flat grid with no grid-stride loop (the bandwidth of a one-pass copy, bench/exp_copy_roofline.py): block b takes P
+// packs per thread, thread i packs q0 + i + k * B (k < P) of row b / cpr with q0 = (b % cpr) * P * B, and loads them
+// all before it writes any (grad may be logits). A row whose target is ignore_index gets 0 without its logits being
+// read. 16-byte path only: cols % VEC == 0, logits and grad 16-byte aligned (else it traps).
+// Launch: block B (multiple of 32, <= 256), grid rows * cpr (cpr = ceil(cols / (VEC * P * B))), no dynamic shared
+// memory.
+template <typename T, typename S, int P>
+__global__ void __launch_bounds__(256) kk_cross_entropy_bwd_flat(const T* logits,
+    const long long* __restrict__ target, const typename kk::Acc<T>::type* __restrict__ stats,
+    const S* __restrict__ row_scale, long long scale_stride, const typename kk::Acc<T>::type* __restrict__ divisor,
+    T* grad, long long rows, long long cols, long long ignore_index, double label_smoothing, long long cpr) {
+  using namespace kk_sm;
+  using A = acc_t<T>;
+  constexpr int W = kk::kVec<T>;
+  if (cols % W || !kk::aligned16(kk::addr(logits) | kk::addr(grad))) __trap();
+  const long long b = blockIdx.x;
+  const long long row = kk::div_ll(b, cpr);
+  if (row >= rows) return;
+  const long long nv = cols / W, nt = blockDim.x;
+  const long long q0 = (b - row * cpr) * P * nt + threadIdx.x;
+  const T* xr = logits + row * cols;
+  T* gr = grad + row * cols;
+  const A ls = (A)label_smoothing;
+  const A smooth = ls / (A)cols;
+  const A hit = (A(1) - ls) + smooth;
+  const long long t = target[row];
+  if (t == ignore_index) {
+    A z[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) z[j] = A(0);
+#pragma unroll
+    for (int k = 0; k < P; ++k)
+      if (q0 + k * nt < nv) store_vec<W>(gr + (q0 + k * nt) * W, kk::acc_to_vec<T, W>(z));
+    return;
+  }
+  Vec<T, W> u[P];
+#pragma unroll
+  for (int k = 0; k < P; ++k)
+    if (q0 + k * nt < nv) u[k] = load_vec<W, kCeLd>(xr + (q0 + k * nt) * W);
+  const A div = divisor != nullptr ? *divisor : A(1);
+  const CeRow<A> meta = ce_row_meta(target, stats, row_scale, scale_stride, div, row);
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const long long q = q0 + k * nt;
+    if (q < nv) store_vec<W>(gr + q * W, ce_bwd_pack<T, W>(u[k], q * W, t, meta.m, meta.ls_m, meta.sc, smooth, hit));
+  }
+}
+
 namespace kk_sm {
 // One row of kk_cross_entropy_held at offset o: thread ti of the row's nt loads its n packs, the row's (max, sum exp)
 // comes from its team (the block, or the cluster when SPLIT), its first thread writes the stats and loss, then the

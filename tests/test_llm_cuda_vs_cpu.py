@@ -2,6 +2,8 @@
 launch-shape regimes of the CUDA kernels: warp-per-row and block-per-row rows, rows with a streamed
 tail, the scalar path (odd widths, misaligned pointers) and the 16-byte vector path."""
 
+import importlib
+
 import pytest
 import torch
 
@@ -20,6 +22,8 @@ from kernelkit.ops.softmax import (
 )
 
 pytestmark = pytest.mark.gpu
+# the module, not the op kernelkit.ops exports under its name
+softmax_module = importlib.import_module("kernelkit.ops.softmax")
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 TOL = {torch.float64: 1e-9, torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
@@ -523,6 +527,34 @@ def test_softmax_and_cross_entropy(dtype, cols, offset):
         agree(grad, gradc, dtype, 2)
         assert not grad[1].any(), "an ignored row has a zero gradient"
         check_reduced(x, target, smoothing, dtype)
+
+
+@pytest.mark.parametrize(
+    "dtype, cols", [(torch.float32, 4096), (torch.float32, 8196), (torch.bfloat16, 16392), (torch.float16, 65536)]
+)
+def test_cross_entropy_backward_flat_grid_matches_the_resident_kernel(monkeypatch, dtype, cols):
+    """kk_cross_entropy_bwd_flat (ops/softmax.py _CE_BWD_FLAT: rows of one and of several blocks, the last one partly
+    filled) writes kk_cross_entropy_bwd's bits, with per-row and single scales, a divisor, label smoothing and
+    ignored rows, and in place."""
+    rows = 37
+    x = rand(rows, cols, dtype, scale=4)
+    target = torch.randint(0, cols, (rows,), device="cuda")
+    target[::5] = -100
+    assert softmax_module._ce_bwd_flat(dtype, torch.float32, cols) is not None, "the flat grid takes these rows"
+    for smoothing in (0.0, 0.1):
+        _, stats = _cross_entropy(x, target, -100, smoothing)
+        for scale in (torch.rand(rows, device="cuda"), torch.rand((), device="cuda").to(dtype)):
+            divisor = torch.tensor([3.0], device="cuda")
+            flat = cross_entropy_backward(x, target, stats, scale, -100, smoothing, divisor)
+            in_place = x.clone()
+            softmax_module._ce_bwd_cuda(in_place, target, stats, scale, -100, smoothing, divisor, in_place)
+            with monkeypatch.context() as m:
+                m.setattr(softmax_module, "_CE_BWD_FLAT", {})
+                softmax_module._ce_bwd_flat.cache_clear()
+                resident = cross_entropy_backward(x, target, stats, scale, -100, smoothing, divisor)
+            softmax_module._ce_bwd_flat.cache_clear()
+            assert torch.equal(flat, resident) and torch.equal(in_place, resident)
+            assert not flat[::5].any(), "ignored rows have a zero gradient"
 
 
 SPLIT_WIDTHS = [8200, 24576, 40960, 65536, 98304, 131072]

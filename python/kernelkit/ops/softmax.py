@@ -4,11 +4,12 @@ Rust (kernelkit-ops)."""
 from __future__ import annotations
 
 import functools
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 import torch
 
 from kernelkit import _native
+from kernelkit.jit import Kernel
 from kernelkit.library import Out, TensorSpec, like, op
 from kernelkit.ops._runtime import (
     CTYPE,
@@ -237,6 +238,26 @@ def _check_ce_stats(logits, stats, row_scale, divisor):
         check_stats(opname, logits, 1, divisor=divisor)
 
 
+# kk_cross_entropy_bwd_flat (kernels/softmax.cu) takes the 16-byte path by element size: (packs per thread, fewest packs
+# per row). Against kk_cross_entropy_bwd's resident grids on an H200 (bench/ab_source.py, h200-2026-11-27-s38/
+# ab-ce-bwd-flat-*.log, ab-ce-bwd-spec-*.log): float32 at 4 packs 32768 x 8192 539.1 -> 530.1 us, x 4096 270.8 ->
+# 265.7, 8192 x 65536 1059.5 -> 1048.0; bf16 rows of a block (beyond 2048 packs) at 8 packs 16384 x 32000 617.0 ->
+# 524.2 and 8192 x 65536 534.3 -> 539.9, but its warp rows slower (32768 x 8192 271.3 -> 286.3 at 4 packs, 290.8
+# at 8, 300.5 at 2), so those stay.
+_CE_BWD_FLAT = {4: (4, 1), 2: (8, 2049)}
+_CE_BWD_FLAT_THREADS = 256
+
+
+@functools.cache
+def _ce_bwd_flat(dtype: torch.dtype, scale_dtype: torch.dtype, cols: int) -> Optional[Tuple[Kernel, int]]:
+    """(kk_cross_entropy_bwd_flat, its blocks per row), or None where kk_cross_entropy_bwd takes the rows."""
+    fit = _CE_BWD_FLAT.get(dtype.itemsize)
+    if fit is None or cols % VEC[dtype] or cols // VEC[dtype] < fit[1]:
+        return None
+    k = kernel("softmax", f"kk_cross_entropy_bwd_flat<{CTYPE[dtype]}, {CTYPE[scale_dtype]}, {fit[0]}>")
+    return k, cdiv(cols // VEC[dtype], fit[0] * _CE_BWD_FLAT_THREADS)
+
+
 def _ce_bwd_cuda(logits, target, stats, row_scale, ignore_index, label_smoothing, divisor, grad, keep=False):
     """The gradient of cross-entropy for the logits, from the forward's ``stats``: row r is scaled by
     row_scale[r] (or its one value) divided by ``divisor`` (a one-element tensor; None for 1). ``keep``: ``grad``
@@ -245,12 +266,17 @@ def _ce_bwd_cuda(logits, target, stats, row_scale, ignore_index, label_smoothing
     >>> grad = cross_entropy_backward(logits, target, stats, grad_loss, -100, 0.0, divisor)
     """
     _check_ce_stats(logits, stats, row_scale, divisor)
+    rows, cols = logits.shape
+    stride = 0 if row_scale.numel() == 1 else 1
+    div = 0 if divisor is None else divisor  # 0: a null pointer, no divisor
+    args = (logits, target, stats, row_scale, stride, div, grad, rows, cols, ignore_index, label_smoothing)
+    flat = None if keep or not rows else _ce_bwd_flat(logits.dtype, row_scale.dtype, cols)
+    if flat is not None and (logits.data_ptr() | grad.data_ptr()) % 16 == 0 and rows * flat[1] < 2**31:
+        k, per_row = flat
+        k.launch(rows * per_row, _CE_BWD_FLAT_THREADS, (*args, per_row))
+        return
     k, grid, block = _ce_grid(logits, "kk_cross_entropy_bwd", row_scale.dtype, keep)
     if grid:
-        rows, cols = logits.shape
-        stride = 0 if row_scale.numel() == 1 else 1
-        div = 0 if divisor is None else divisor  # 0: a null pointer, no divisor
-        args = (logits, target, stats, row_scale, stride, div, grad, rows, cols, ignore_index, label_smoothing)
         # keep: launched dependent (its blocks wait in kk::pdl_wait), 0.1-0.4% less per step than plainly (1.7 us at
         # bf16 8192 x 65536; bench/ab_source.py, h200-2026-11-27-s37/ab-keep-pdl2.log).
         k.launch(grid, block, args, dependent=keep)
