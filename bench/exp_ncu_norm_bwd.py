@@ -1,6 +1,6 @@
 """The 16-bit RMSNorm and LayerNorm backwards at 32768 x 8192, twice each, for ncu (the second pair is the one to read):
 
-    ncu --kernel-name regex:norm_bwd --launch-skip 2 --launch-count 2 python3 bench/exp_ncu_norm_bwd.py
+ncu --kernel-name regex:norm_bwd --launch-skip 2 --launch-count 2 python3 bench/exp_ncu_norm_bwd.py
 """
 
 import torch
