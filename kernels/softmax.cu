@@ -684,6 +684,17 @@ __device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int
   }
 }
 
+// ce_bwd_pack's label-smoothing terms for rows of cols columns: every column's ls / cols, and the target's
+// (1 - ls) + ls / cols.
+template <typename A> struct CeSmooth {
+  A smooth, hit;
+};
+template <typename A> __device__ __forceinline__ CeSmooth<A> ce_smooth(double label_smoothing, long long cols) {
+  const A ls = (A)label_smoothing;
+  const A smooth = ls / (A)cols;
+  return CeSmooth<A>{smooth, (A(1) - ls) + smooth};
+}
+
 // A row's inputs to the gradient besides its logits: the target, the forward's (m, ls_m) and the scale.
 template <typename A> struct CeRow {
   long long t;
@@ -705,9 +716,7 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
                                            double label_smoothing) {
   using A = acc_t<T>;
   const long long nv = cols / W;
-  const A ls = (A)label_smoothing;
-  const A smooth = ls / (A)cols;
-  const A hit = (A(1) - ls) + smooth;
+  const auto [smooth, hit] = ce_smooth<A>(label_smoothing, cols);
   const bool warp_team = nv <= kWarpRowPacks;
   const long long nw = warp_team ? (long long)(blockDim.x >> 5) : 1;
   const int ti = warp_team ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
@@ -1088,17 +1097,12 @@ __global__ void __launch_bounds__(256) kk_cross_entropy_bwd_flat(const T* logits
   const long long q0 = (b - row * cpr) * P * nt + threadIdx.x;
   const T* xr = logits + row * cols;
   T* gr = grad + row * cols;
-  const A ls = (A)label_smoothing;
-  const A smooth = ls / (A)cols;
-  const A hit = (A(1) - ls) + smooth;
+  const auto [smooth, hit] = ce_smooth<A>(label_smoothing, cols);
   const long long t = target[row];
   if (t == ignore_index) {
-    A z[W];
-#pragma unroll
-    for (int j = 0; j < W; ++j) z[j] = A(0);
 #pragma unroll
     for (int k = 0; k < P; ++k)
-      if (q0 + k * nt < nv) store_vec<W>(gr + (q0 + k * nt) * W, kk::acc_to_vec<T, W>(z));
+      if (q0 + k * nt < nv) store_vec<W>(gr + (q0 + k * nt) * W, kk::zero_vec<T, W>());
     return;
   }
   Vec<T, W> u[P];

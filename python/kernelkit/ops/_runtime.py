@@ -156,6 +156,12 @@ _Buffers = TypeVar("_Buffers")
 _retired: List[Any] = []  # buffer sets replaced by larger ones, which graphs may still use
 
 
+def _grown(need: int, least: int, had: int) -> int:
+    """Elements for a new buffer set that must hold ``need``: at least ``least``, and at least twice the ``had`` of
+    the set it replaces (0 for none), so that few sets are ever retired (see _new_stream_buffers)."""
+    return max(need, least, 2 * had)
+
+
 def _new_stream_buffers(
     cache: Dict[Tuple[int, int], Any], key: Tuple[int, int], make: Callable[[], _Buffers]
 ) -> _Buffers:
@@ -170,7 +176,7 @@ def _new_stream_buffers(
 
     A set they replace is kept alive (``_retired``), not freed: a graph captured on the stream may hold it
     (torch.compile's cudagraph trees warm up and record on one stream), and would replay into memory handed to other
-    tensors. Callers at least double a set's size when they outgrow it, so few are ever retired."""
+    tensors. Callers size a new set with _grown, so few are ever retired."""
     device, _ = key
     with torch.cuda.device(device):
         if torch.cuda.is_current_stream_capturing():
@@ -207,7 +213,7 @@ def tickets(device: int, n: int) -> torch.Tensor:
     t = _tickets.get(key)
     if t is None or t.numel() < n:
         where = torch.device("cuda", device)
-        size = max(n, 1024, 2 * t.numel() if t is not None else 0)
+        size = _grown(n, 1024, t.numel() if t is not None else 0)
         t = _new_stream_buffers(_tickets, key, lambda: torch.zeros(size, dtype=torch.int32, device=where))
     return t
 
@@ -224,7 +230,7 @@ def scratch(device: int, n: int) -> Tuple[torch.Tensor, torch.Tensor]:
     s = _scratch.get(key)
     if s is None or s[0].numel() < n:
         where = torch.device("cuda", device)
-        size = max(n, 4096, 2 * s[0].numel() if s is not None else 0)
+        size = _grown(n, 4096, s[0].numel() if s is not None else 0)
 
         def make() -> Tuple[torch.Tensor, torch.Tensor]:
             spill = torch.full((size,), -1, dtype=torch.int64, device=where)
@@ -254,9 +260,8 @@ def held_loss_scratch(device: int, rows: int, blocks: int) -> HeldLossScratch:
     key = (device, torch._C._cuda_getCurrentRawStream(device))
     s = _held_scratch.get(key)
     if s is None or s.row_loss.numel() < rows or s.partial.numel() < blocks:
-        grown = s is not None  # at least double what was outgrown (see _new_stream_buffers)
-        rows = max(rows, 65536, 2 * s.row_loss.numel() if grown else 0)
-        blocks = max(blocks, 64, 2 * s.partial.numel() if grown else 0)
+        rows = _grown(rows, 65536, s.row_loss.numel() if s is not None else 0)
+        blocks = _grown(blocks, 64, s.partial.numel() if s is not None else 0)
 
         def make() -> HeldLossScratch:
             raw = torch.zeros(2 + blocks + cdiv(rows, 2), dtype=torch.int64, device=torch.device("cuda", device))

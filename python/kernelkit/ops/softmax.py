@@ -271,7 +271,7 @@ def _ce_bwd_cuda(logits, target, stats, row_scale, ignore_index, label_smoothing
     div = 0 if divisor is None else divisor  # 0: a null pointer, no divisor
     args = (logits, target, stats, row_scale, stride, div, grad, rows, cols, ignore_index, label_smoothing)
     flat = None if keep or not rows else _ce_bwd_flat(logits.dtype, row_scale.dtype, cols)
-    if flat is not None and (logits.data_ptr() | grad.data_ptr()) % 16 == 0 and rows * flat[1] < 2**31:
+    if flat is not None and vector_path(cols, logits.dtype, (logits, grad)) and rows * flat[1] < 2**31:
         k, per_row = flat
         k.launch(rows * per_row, _CE_BWD_FLAT_THREADS, (*args, per_row))
         return
