@@ -96,6 +96,7 @@ def main():
     ap.add_argument("--b-host", action="append", default=[], metavar="MODULE.NAME=EXPR", help="B's host setting")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--queued", action="store_true", help="time the GPU's work alone (calls queued behind a hold)")
     ap.add_argument("--out")
     a = ap.parse_args()
     if not a.sub and not a.b_dir and not a.b_host:
@@ -117,7 +118,7 @@ def main():
             for v, module in (("A", None), ("B", variant)):
                 _use(a.family, module, host, v)
                 outs[v] = fn()
-                ms = _gpu_median_ms([fn], reps=a.reps, warmup=3)
+                ms = _gpu_median_ms([fn], reps=a.reps, warmup=3, queued=a.queued)
                 if r:
                     times[spec, v].append(ms * 1e3)
             ok[spec] = ok.get(spec, True) and _same(outs["A"], outs["B"])

@@ -45,6 +45,7 @@ def test_llm_cases_time_kernelkit_and_torch_forward_and_backward():
             assert math.isfinite(r.time_us) and r.time_us > 0 and r.host_us > 0
             assert r.gbps > 0 and r.size == "64x256" and r.dtype == "float32"
             assert r.speedup_vs_torch > 0 and r.speedup_vs_compile is None  # no torch.compile on the CPU
+            assert r.gpu_us is None and r.gpu_pct_copy_bw is None  # no queued GPU time on the CPU
         assert impls["torch"].speedup_vs_torch == 1.0
 
 
@@ -180,3 +181,58 @@ def test_llm_cases_agree_across_implementations_on_the_gpu():
         assert r.error is None, (r.case, r.impl, r.error)
         assert r.pct_copy_bw > 0 and r.speedup_vs_compile > 0
     assert {r.impl for r in results} >= {"kernelkit", "torch", "torch.compile"}
+
+
+@pytest.mark.gpu
+def test_queued_timing_measures_the_gpu_work_alone():
+    """A call whose host work (1 ms) outlasts its kernel is timed at the host's pace in time_us, and at the
+    kernel's in gpu_us; a call that waits on the GPU has no gpu_us, and the hold's timeout keeps it from hanging."""
+    import time
+
+    def host_bound(x):
+        time.sleep(1e-3)
+        return x.add_(1)
+
+    def syncs(x):
+        return x.add_(1).sum().item()
+
+    case = bench.Case(
+        "hold",
+        make=lambda size, dtype, dev: (torch.randn(size, dtype=dtype, device=dev),),
+        impls={"host_bound": host_bound, "syncs": syncs},
+        bytes=lambda x: 2 * x.nbytes,
+    )
+    start = time.perf_counter()
+    timed = bench.run([case], [(1 << 20,)], [torch.float32], compile=False, reps=20, progress=False)
+    results = {r.impl: r for r in timed}
+    assert time.perf_counter() - start < 30
+    slow, sync = results["host_bound"], results["syncs"]
+    assert slow.error is None and sync.error is None
+    assert slow.time_us > 900, slow  # each call's events span the host's sleep
+    assert 0 < slow.gpu_us < 0.1 * slow.time_us, slow  # 8 MB read and written: ~5 µs on an H100
+    assert slow.gpu_pct_copy_bw > 10 * slow.pct_copy_bw
+    assert sync.gpu_us is None and sync.gpu_pct_copy_bw is None and sync.time_us > 0
+
+
+@pytest.mark.gpu
+def test_stream_hold_releases_on_the_flag_and_gives_up_at_its_timeout():
+    import time
+
+    hold = bench._StreamHold()
+    x = torch.zeros(4, device="cuda")
+    hold.hold()
+    x.add_(1)
+    added = torch.cuda.Event()
+    added.record()
+    time.sleep(0.02)
+    assert not added.query()  # the add waits behind the hold
+    hold.release()
+    torch.cuda.synchronize()
+    assert not hold.timed_out() and x.tolist() == [1.0] * 4
+    hold.TIMEOUT_MS = 20.0
+    start = time.perf_counter()
+    hold.hold()
+    x.add_(1)
+    torch.cuda.synchronize()  # never released: the hold ends at its timeout
+    assert hold.timed_out() and x.tolist() == [2.0] * 4
+    assert time.perf_counter() - start < 5

@@ -32,6 +32,7 @@ INSTANTIATIONS = {
     + ["kk_softmax_fwd<float, 2>"],
     "activations.cu": [f"kk_swiglu_{d}<{t}>" for d in ("fwd", "bwd") for t in ("float", "__nv_bfloat16")]
     + [f"kk_rope<{t}, {b}>" for t in ("float", "__nv_bfloat16") for b in (0, 1)],
+    "bench.cu": ["kk_hold_stream"],
 }
 
 

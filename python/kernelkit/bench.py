@@ -7,6 +7,13 @@ time per call, achieved GB/s and its share of the copy bandwidth measured on the
 memory, and the speed relative to torch eager, torch.compile and Liger. Without a GPU it times the
 CPU implementations against torch on CPU.
 
+Each call is timed twice on a GPU. ``time_us`` is what a caller waits for: the calls issued one after
+another, so a call whose host work outlasts its kernels (small sizes, ``torch.autograd.grad``) is timed at
+the host's pace, and the speedups compare these times. ``gpu_us`` is the GPU's work alone: the calls are
+queued behind a kernel that holds the stream until the host has issued them all (nvbench's blocking
+kernel), so they run back to back; ``gpu_pct_copy_bw`` is its share of the copy bandwidth. An
+implementation that waits on the GPU inside a call (a host sync) has no ``gpu_us``.
+
 A case's ``prepare(impl, inputs)`` hook, when set, turns one input set into the zero-argument call
 that is timed, outside the timed region: :func:`backward` uses it to build each implementation's
 forward graph once and time only ``torch.autograd.grad``.
@@ -66,6 +73,8 @@ class Result:
     error: Optional[str] = None
     speedup_vs_compile: Optional[float] = None  # torch.compile's time / this time
     speedup_vs_liger: Optional[float] = None  # Liger-Kernel's time / this time
+    gpu_us: Optional[float] = None  # the GPU's time with the calls queued back to back (see the module's doc)
+    gpu_pct_copy_bw: Optional[float] = None  # the copy bandwidth's share at gpu_us
 
 
 def environment() -> Dict[str, Any]:
@@ -112,21 +121,55 @@ def copy_bandwidth(nbytes: int = 1 << 30) -> float:
     return 2 * nbytes / (t * 1e-3) / 1e9
 
 
-def _gpu_median_ms(fns: Sequence[Callable], reps: int = 50, warmup: int = 5, warmup_ms: float = 50.0) -> float:
-    """Median time of one call in ms, from CUDA events around each of ``reps`` calls (rotating through ``fns``).
+def _gpu_median_ms(
+    fns: Sequence[Callable], reps: int = 50, warmup: int = 5, warmup_ms: float = 50.0, queued: bool = False
+) -> float:
+    """Median time of one call in ms, from CUDA events around each of ``reps`` calls (rotating through ``fns``);
+    with ``queued``, the calls are queued behind a :class:`_StreamHold` (the GPU's work alone).
 
     The warm-up runs at least ``warmup`` calls and ``warmup_ms`` of GPU work: a compile between two measurements
     (torch.compile, NVRTC) leaves the GPU idle for seconds, and a few calls were not enough for its clocks to
     come back (the first implementation timed per job measured up to 20% slow, bench/NOTES.md session 14).
     """
     _warm(fns, warmup, warmup_ms, gpu=True)
-    return statistics.median(_timed_calls(fns, 0, reps, gpu=True)[0])
+    ms = _timed_calls(fns, 0, reps, gpu=True, hold=_StreamHold() if queued else None)[0]
+    if not ms:
+        raise RuntimeError("the calls waited on the GPU while it was held: they cannot be timed queued")
+    return statistics.median(ms)
 
 
-def _timed_calls(fns: Sequence[Callable], first: int, n: int, gpu: bool) -> Tuple[List[float], List[float]]:
+class _StreamHold:
+    """Holds the current CUDA stream (``kk_hold_stream``, kernels/bench.cu) while the host queues work behind it."""
+
+    TIMEOUT_MS = 250.0  # far above the host time of one round's calls (~10 ms on the slowest hosts seen)
+
+    def __init__(self) -> None:
+        from kernelkit.ops import _runtime
+
+        self.kernel = _runtime.kernel("bench", "kk_hold_stream")
+        self.flag = torch.zeros(2, dtype=torch.int32, pin_memory=True)  # [release, timed out]
+
+    def hold(self) -> None:
+        self.flag.zero_()  # the previous hold has ended: every round synchronizes
+        self.kernel.launch(grid=1, block=1, args=(self.flag.data_ptr(), int(self.TIMEOUT_MS * 1e6)))
+
+    def release(self) -> None:
+        self.flag[0] = 1
+
+    def timed_out(self) -> bool:
+        """Whether the hold ended by its timeout (read after a synchronize)."""
+        return bool(self.flag[1])
+
+
+def _timed_calls(
+    fns: Sequence[Callable], first: int, n: int, gpu: bool, hold: Optional[_StreamHold] = None
+) -> Tuple[List[float], List[float]]:
     """``n`` calls rotating through ``fns`` from index ``first``: (each call's time in ms, from CUDA events on GPU
-    and the wall clock on CPU; each call's host time in µs)."""
+    and the wall clock on CPU; each call's host time in µs). With ``hold`` the calls are queued behind it and
+    released together; an empty list of times means the hold timed out (the calls waited on the GPU)."""
     events, host = [], []
+    if hold is not None:
+        hold.hold()
     for i in range(first, first + n):
         if gpu:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -139,7 +182,11 @@ def _timed_calls(fns: Sequence[Callable], first: int, n: int, gpu: bool) -> Tupl
             events.append((start, end))
     if not gpu:
         return [t * 1e-3 for t in host], host
+    if hold is not None:
+        hold.release()
     torch.cuda.synchronize()
+    if hold is not None and hold.timed_out():
+        return [], host
     return [s.elapsed_time(e) for s, e in events], host
 
 
@@ -161,6 +208,7 @@ def _time_interleaved(
     errors: Dict[str, str],
     rounds: int = ROUNDS,
     per_round: Optional[Dict[str, List[float]]] = None,
+    queued: Optional[Dict[str, Optional[float]]] = None,
 ) -> Dict[str, Tuple[float, float]]:
     """Median time (ms; CUDA events on GPU, wall clock on CPU) and median host time (µs) of one call per
     implementation, over ``rounds`` rounds that take the implementations in turn.
@@ -172,10 +220,14 @@ def _time_interleaved(
     collector is off while timing, as in ``timeit``. Every implementation's inputs and graphs are alive
     together. An implementation that raises is dropped, its error kept in ``errors``. ``per_round``, when given,
     receives each implementation's median time (ms) of every round, for paired comparisons round by round.
+    ``queued``, when given on a GPU, receives each implementation's median time (ms) with each round's calls
+    timed a second time, queued behind a :class:`_StreamHold` (None where a hold timed out).
     """
     calls_per_round = max(1, math.ceil(reps / rounds))
     times: Dict[str, List[float]] = {n: [] for n in calls}
     host: Dict[str, List[float]] = {n: [] for n in calls}
+    hold = _StreamHold() if queued is not None and gpu else None
+    held: Dict[str, Optional[List[float]]] = {n: [] for n in calls}
     gc_was_on = gc.isenabled()
     gc.collect()
     gc.disable()
@@ -190,12 +242,17 @@ def _time_interleaved(
                     host[name] += us
                     if per_round is not None:
                         per_round.setdefault(name, []).append(statistics.median(ms))
+                    if hold is not None and held[name] is not None:
+                        ms, _ = _timed_calls(fns, r * calls_per_round, calls_per_round, gpu, hold)
+                        held[name] = held[name] + ms if ms else None
                 except Exception as e:
                     calls.pop(name)
                     errors[name] = f"{type(e).__name__}: {e}"[:300]
     finally:
         if gc_was_on:
             gc.enable()
+    if hold is not None:
+        queued.update({n: statistics.median(held[n]) if held[n] else None for n in calls})
     return {n: (statistics.median(times[n]), statistics.median(host[n])) for n in calls}
 
 
@@ -279,7 +336,8 @@ def run(
     try:
         for case, size, dtype in jobs:
             impls, sets, calls, peaks, errors = _job_calls(case, size, dtype, device, l2, compile)
-            timings = _time_interleaved(calls, reps, gpu, errors)
+            queued: Dict[str, Optional[float]] = {}
+            timings = _time_interleaved(calls, reps, gpu, errors, queued=queued)
             nbytes = case.bytes(*sets[0]) if case.bytes else None
             flops = case.flops(*sets[0]) if case.flops else None
             row: List[Result] = []
@@ -293,6 +351,10 @@ def run(
                 pct = 100 * gbps / copy_gbps if gbps and copy_gbps else None
                 tflops = flops / (ms * 1e-3) / 1e12 if flops else None
                 row.append(Result(*head, ms * 1e3, host, gbps, pct, tflops, peaks[name]))
+                gpu_ms = queued.get(name)
+                if gpu_ms is not None:
+                    row[-1].gpu_us = gpu_ms * 1e3
+                    row[-1].gpu_pct_copy_bw = pct * ms / gpu_ms if pct else None
             calls = {}  # free the inputs and graphs before the next job's
             _speedups(row)
             results.extend(row)
@@ -721,9 +783,11 @@ def render(results: Sequence[Result], env: Dict[str, Any], copy_gbps: Optional[f
     x = lambda v: f(v, 2) + ("x" if v else "")  # noqa: E731
     columns: List[Tuple[str, Callable[[Result], str]]] = [
         ("time µs", lambda r: f(r.time_us)),
+        ("GPU µs", lambda r: f(r.gpu_us)),
         ("host µs", lambda r: f(r.host_us)),
         ("GB/s", lambda r: f(r.gbps, 0)),
         ("% copy", lambda r: f(r.pct_copy_bw, 0)),
+        ("GPU % copy", lambda r: f(r.gpu_pct_copy_bw, 0)),
         ("TFLOP/s", lambda r: f(r.tflops, 1)),
         ("peak MB", lambda r: f(r.peak_mem_mb, 0)),
         ("vs torch", lambda r: x(r.speedup_vs_torch)),

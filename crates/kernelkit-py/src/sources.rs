@@ -11,13 +11,13 @@ const SOURCES: &[(&str, &str)] = &[
     ),
     ("gelu.cu", include_str!("../../../kernels/gelu.cu")),
     ("matmul.cu", include_str!("../../../kernels/matmul.cu")),
-    // Drafts for issue 5: compiled in CI, not yet registered as CUDA implementations.
     ("norms.cu", include_str!("../../../kernels/norms.cu")),
     ("softmax.cu", include_str!("../../../kernels/softmax.cu")),
     (
         "activations.cu",
         include_str!("../../../kernels/activations.cu"),
     ),
+    ("bench.cu", include_str!("../../../kernels/bench.cu")),
 ];
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
