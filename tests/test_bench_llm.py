@@ -220,6 +220,9 @@ def test_stream_hold_releases_on_the_flag_and_gives_up_at_its_timeout():
 
     hold = bench._StreamHold()
     x = torch.zeros(4, device="cuda")
+    # Loaded before the hold: CUDA loads kernels lazily, and a load may wait for the work queued on the GPU.
+    x.add_(1)
+    torch.cuda.synchronize()
     hold.hold()
     x.add_(1)
     added = torch.cuda.Event()
@@ -228,11 +231,11 @@ def test_stream_hold_releases_on_the_flag_and_gives_up_at_its_timeout():
     assert not added.query()  # the add waits behind the hold
     hold.release()
     torch.cuda.synchronize()
-    assert not hold.timed_out() and x.tolist() == [1.0] * 4
+    assert not hold.timed_out() and x.tolist() == [2.0] * 4
     hold.TIMEOUT_MS = 20.0
     start = time.perf_counter()
     hold.hold()
     x.add_(1)
     torch.cuda.synchronize()  # never released: the hold ends at its timeout
-    assert hold.timed_out() and x.tolist() == [2.0] * 4
+    assert hold.timed_out() and x.tolist() == [3.0] * 4
     assert time.perf_counter() - start < 5

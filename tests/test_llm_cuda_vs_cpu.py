@@ -541,6 +541,8 @@ def test_cross_entropy_backward_flat_grid_matches_the_resident_kernel(monkeypatc
     target = torch.randint(0, cols, (rows,), device="cuda")
     target[::5] = -100
     assert softmax_module._ce_bwd_flat(dtype, torch.float32, cols) is not None, "the flat grid takes these rows"
+    narrower = cols // 2 if dtype == torch.float32 else 2048 * 8
+    assert softmax_module._ce_bwd_flat(dtype, torch.float32, narrower) is None, "the resident kernel takes these"
     for smoothing in (0.0, 0.1):
         _, stats = _cross_entropy(x, target, -100, smoothing)
         for scale in (torch.rand(rows, device="cuda"), torch.rand((), device="cuda").to(dtype)):

@@ -141,7 +141,9 @@ def _gpu_median_ms(
 class _StreamHold:
     """Holds the current CUDA stream (``kk_hold_stream``, kernels/bench.cu) while the host queues work behind it."""
 
-    TIMEOUT_MS = 250.0  # far above the host time of one round's calls (~10 ms on the slowest hosts seen)
+    # Far above the host time of one round's calls (~10 ms on the slowest hosts seen). The calls must be warm: CUDA
+    # loads kernels lazily, and a load may wait for the work queued on the GPU: a first call behind a hold waits.
+    TIMEOUT_MS = 250.0
 
     def __init__(self) -> None:
         from kernelkit.ops import _runtime

@@ -243,8 +243,10 @@ def _check_ce_stats(logits, stats, row_scale, divisor):
 # ab-ce-bwd-flat-*.log, ab-ce-bwd-spec-*.log): float32 at 4 packs 32768 x 8192 539.1 -> 530.1 us, x 4096 270.8 ->
 # 265.7, 8192 x 65536 1059.5 -> 1048.0; bf16 rows of a block (beyond 2048 packs) at 8 packs 16384 x 32000 617.0 ->
 # 524.2 and 8192 x 65536 534.3 -> 539.9, but its warp rows slower (32768 x 8192 271.3 -> 286.3 at 4 packs, 290.8
-# at 8, 300.5 at 2), so those stay.
-_CE_BWD_FLAT = {4: (4, 1), 2: (8, 2049)}
+# at 8, 300.5 at 2), so those stay. float32 rows under 1024 packs leave most of a block's threads idle and keep the
+# resident kernel: GPU time alone on an H100 (ab_source.py --queued, h100-2026-11-27-s39/ab-ce-bwd-flat-narrow.log),
+# 32768 x 256 103.5 -> 35.2 us, x 512 113.9 -> 52.1, x 1024 135.0 -> 96.8, x 2048 201.1 -> 190.0, x 4096 the same.
+_CE_BWD_FLAT = {4: (4, 1024), 2: (8, 2049)}
 _CE_BWD_FLAT_THREADS = 256
 
 
