@@ -353,16 +353,25 @@ def test_norm_backward_of_rows_too_wide_for_a_cluster(name, dtype, cols):
 _BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2, 3, false, 1>"
 
 
+@pytest.fixture
+def bulk_on_any_bandwidth(monkeypatch):
+    """The norm backwards' bulk fits taken whatever the GPU's DRAM bandwidth (norms._BWD_BULK_MIN_GBPS)."""
+    monkeypatch.setattr(norms, "_BWD_BULK_MIN_GBPS", {})
+    norms._backward_shape.cache_clear()
+    yield
+    norms._backward_shape.cache_clear()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("cols", [2056, 3000, 4096, 4104, 6144, 8192])
 @pytest.mark.parametrize("name", ["kk_layer_norm_bwd", "kk_rms_norm_bwd"])
-def test_norm_backward_bulk_rows(name, dtype, cols):
+def test_norm_backward_bulk_rows(bulk_on_any_bandwidth, name, dtype, cols):
     """16-bit rows on the 16-byte path take <kernel>_bulk on sm_90+ (x and gy by bulk copies into shared-memory stages):
     LayerNorm from 2049 to 8192 columns (blocks of 256 threads up to 4096 columns, else of 512), RMSNorm up to 4096;
     with more rows than resident blocks and rows that do not fill their block. The gradients agree with the CPU and are
     bitwise the same across runs; RMSNorm's longer rows, add_rms_norm's and rows off the 16-byte path keep the register
-    kernels."""
+    kernels. (LayerNorm's bulk fit taken on any DRAM bandwidth here, so that every sm_90 GPU tests it.)"""
     ln = name == "kk_layer_norm_bwd"
     shape, _ = norms._backward_shape(name, dtype, cols, 0, True, False)
     if ln or cols <= 4096:
@@ -373,6 +382,19 @@ def test_norm_backward_bulk_rows(name, dtype, cols):
     assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, False, False)[0].kernel.name
     assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, True, True)[0].kernel.name
     backward_agrees_with_cpu(name, dtype, 700, cols)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
+@pytest.mark.parametrize("gbps_per_sm, bulk", [(25.4, False), (37.2, True)], ids=["H100", "H200"])
+def test_layer_norm_backward_takes_its_bulk_fit_by_dram_bandwidth(monkeypatch, gbps_per_sm, bulk):
+    """LayerNorm's 16-bit backward takes the bulk kernel where the DRAM bandwidth per SM reaches _BWD_BULK_MIN_GBPS
+    (an H200), its register kernel below (an H100); RMSNorm's takes its bulk fit on both."""
+    monkeypatch.setattr(norms, "dram_gbps_per_sm", lambda dev: gbps_per_sm)
+    for name, want in (("kk_layer_norm_bwd", bulk), ("kk_rms_norm_bwd", True)):
+        norms._backward_shape.cache_clear()
+        shape, _ = norms._backward_shape(name, torch.bfloat16, 4096, 0, True, False)
+        assert ("_bulk<" in shape.kernel.name) == want, (name, shape.kernel.name)
+    norms._backward_shape.cache_clear()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")

@@ -25,6 +25,9 @@ pub const CUDA_SUCCESS: CuResult = 0;
 pub enum DeviceAttr {
     MaxThreadsPerBlock = 1,
     MultiprocessorCount = 16,
+    /// Peak memory clock in kHz.
+    MemoryClockRate = 36,
+    GlobalMemoryBusWidth = 37,
     L2CacheSize = 38,
     ComputeCapabilityMajor = 75,
     ComputeCapabilityMinor = 76,

@@ -701,7 +701,7 @@ fn driver_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(out)
 }
 
-/// Name, compute capability, SM count, memory, L2 and shared-memory limit of one device.
+/// Name, compute capability, SM count, memory (size, clock, bus width), L2 and shared-memory limit of one device.
 #[pyfunction]
 fn device_info(py: Python<'_>, device: i32) -> PyResult<Bound<'_, PyDict>> {
     let d = driver().py_err()?;
@@ -716,6 +716,8 @@ fn device_info(py: Python<'_>, device: i32) -> PyResult<Bound<'_, PyDict>> {
             DeviceAttr::MaxSharedMemoryPerBlockOptin,
         ),
         ("max_threads_per_block", DeviceAttr::MaxThreadsPerBlock),
+        ("memory_clock_khz", DeviceAttr::MemoryClockRate),
+        ("memory_bus_bits", DeviceAttr::GlobalMemoryBusWidth),
     ] {
         out.set_item(k, d.device_attribute(device, a).py_err()?)?;
     }

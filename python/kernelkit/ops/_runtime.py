@@ -49,6 +49,14 @@ def sm_count(device: int) -> int:
 
 
 @functools.cache
+def dram_gbps_per_sm(device: int) -> float:
+    """Peak DRAM bandwidth per SM in GB/s (double data rate x bus width; 0 where the driver reports no clock):
+    an H200 36.5 (3201 MHz x 6016 bits over 132 SMs), an H100 SXM about 25 by its specification."""
+    info = _native.device_info(device)
+    return 2 * info["memory_clock_khz"] * info["memory_bus_bits"] / 8 / 1e6 / info["multiprocessor_count"]
+
+
+@functools.cache
 def has_clusters(device: int) -> bool:
     """Whether ``device`` runs thread-block clusters (sm_90+)."""
     return _native.device_info(device)["compute_capability"][0] >= 9

@@ -25,6 +25,7 @@ from kernelkit.ops._runtime import (
     acc_dtype,
     cdiv,
     check_stats,
+    dram_gbps_per_sm,
     has_clusters,
     kernel,
     pow2ceil,
@@ -164,10 +165,15 @@ _BWD_HELD_FIT = {
 # The blocks run as clusters of _BWD_BULK_PAIR that add up their weight-gradient sums before writing them: at two blocks
 # per SM the partials had been 2% of the bytes (h200-2026-11-23-s25/held-pairs.log): LayerNorm bf16 4096 215.3 ->
 # 208.3 us, 8192 403.3 -> 395.6, RMSNorm 204.3 -> 201.9 (clusters of 4: 207.3, but 429.7 at 8192).
+# On an H100, with two thirds of an H200's DRAM bandwidth per SM, LayerNorm's register kernel measured faster
+# (GPU time alone, bench/ab_source.py --queued, h100-2026-11-27-s39/ab-h100-norm-bwd-1.log): bf16 32768 x 4096
+# 317.3 -> 306.8 us, x 8192 604.5 -> 576.0; RMSNorm's within 0.5%. _BWD_BULK_MIN_GBPS is the DRAM bandwidth per SM
+# (_runtime.dram_gbps_per_sm) from which a kernel takes its bulk fit.
 _BWD_BULK_FIT = {
     "kk_layer_norm_bwd": ((256, 2, 2), (512, 1, 1)),
     "kk_rms_norm_bwd": ((256, 4, 2),),
 }
+_BWD_BULK_MIN_GBPS = {"kk_layer_norm_bwd": 30.0}
 _BWD_BULK_STAGES = 3  # S, the kernels' template argument: their shared memory is 2 * S rows
 _BWD_BULK_ROWS = 1  # K, the kernels' rows per reduction (2 measured slower here, s25 held-bulk2.log)
 _BWD_BULK_PAIR = 2  # blocks per cluster adding up their weight-gradient sums (above)
@@ -287,6 +293,7 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
             return split, column_sum
     threads = 32 * cdiv(cdiv(cols // VEC[dtype], packs), 32)
     bulk = [f for f in _BWD_BULK_FIT.get(name, ()) if threads <= f[0]]
+    bulk = bulk if dram_gbps_per_sm(dev) >= _BWD_BULK_MIN_GBPS.get(name, 0.0) else []
     if bulk and not extra and dtype in _B16 and vec and not tail and r >= 256 and has_clusters(dev):
         nt, minb, per_sm = bulk[0]
         k = kernel("norms", f"{name}_bulk<{CTYPE[dtype]}, {nt}, {minb}, {_BWD_BULK_STAGES}, false, {_BWD_BULK_ROWS}>")

@@ -74,6 +74,20 @@ _SPLIT_FITS = {
 # (fewer warps per row reduction), float32 compiled for two blocks per SM (MINB) (bench/sweep_rows.py).
 
 
+# Warp rows (nv <= 32 x the kernel's register packs: one warp per row, 8 rows per 256-thread block, a resident grid):
+# per (kernel, element size), the instantiations (register packs, minimum blocks per SM, most threads per block, held)
+# tried in order, the first whose packs hold the row. The kernels' defaults: 16-bit forward 92 registers, two blocks
+# per SM; float32 forward 63 and a 16-byte spill, four; backward 120, two (kernels/check_compile.py, sm_90).
+_WARP_FITS = {
+    ("kk_softmax_fwd", 2): ((4, 1, 512, False),),
+    ("kk_softmax_fwd", 4): ((4, 2, 512, False),),
+    ("kk_softmax_fwd", 8): ((4, 1, 512, False),),
+    ("kk_softmax_bwd", 2): ((2, 1, 512, False),),
+    ("kk_softmax_bwd", 4): ((2, 1, 512, False),),
+    ("kk_softmax_bwd", 8): ((2, 1, 512, False),),
+}
+
+
 def _template_args(name: str, packs: int, minb: int) -> str:
     """kk_softmax_fwd takes <T, MINB, RP, ...>, kk_softmax_bwd <T, RP, MINB, ...>."""
     return f"{minb}, {packs}" if name == "kk_softmax_fwd" else f"{packs}, {minb}"
@@ -96,16 +110,16 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: b
         split = split_shape("softmax", expr, packs, dtype, cols, dev, fixed_geometry=True)
         if split:
             return split
+    for packs, minb, most, held in _WARP_FITS.get((name, dtype.itemsize), ()):
+        if nv <= packs * 32:
+            k = kernel("softmax", f"{name}<{ct}, {_template_args(name, packs, minb)}, {most}, {str(held).lower()}>")
+            return RowShape(k, 256, 8, resident_blocks(k, 256, dev))
     if name == "kk_softmax_bwd":
         k = kernel("softmax", f"{name}<{ct}>")
-        if nv <= 2 * 32:
-            return RowShape(k, 256, 8, resident_blocks(k, 256, dev))
         block = min(max(cdiv(cdiv(nv, 2), 32) * 32, 128), 512)
         smem = row_cache_bytes(k, dev, nv - 2 * block, 2 * pack_bytes)
         return RowShape(k, block, 1, 2 * resident_blocks(k, block, dev, smem), smem=smem)
     k = kernel("softmax", f"{name}<{ct}, {2 if dtype == torch.float32 else 1}>")
-    if nv <= 4 * 32:
-        return RowShape(k, 256, 8, resident_blocks(k, 256, dev))
     block = min(max(cols * dtype.itemsize // 128, 128), 256)
     while True:
         smem = row_cache_bytes(k, dev, nv - 4 * block, pack_bytes)
