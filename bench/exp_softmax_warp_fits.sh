@@ -2,7 +2,8 @@
 # Softmax warp rows (<= 128 packs forward, <= 64 backward) at full occupancy, against the shipped instantiations
 # (ops/softmax.py _WARP_FITS): 32 registers, 8 blocks of 256 threads per SM and no spill (kernels/check_compile.py,
 # sm_90; 16-bit rows of 65-128 packs at 48 registers, 5 blocks; float32 at 52, 4), where the shipped ones hold 2
-# (16-bit forward, 92 registers; backward, 120) or 4 (float32 forward, 63 and a spill). GPU time alone (ab_source.py --queued). On the GPU machine, after bench/gpu_run.sh installed the wheel:
+# (16-bit forward, 92 registers; backward, 120) or 4 (float32 forward, 63 and a spill). GPU time alone
+# (ab_source.py --queued). On the GPU machine, after bench/gpu_run.sh installed the wheel:
 #   OUT=$OUT bash bench/exp_softmax_warp_fits.sh
 set -uo pipefail
 export PYTHONPATH=/tmp/kk-site KERNELKIT_CACHE_DIR=/tmp/kernelkit-cache PYTHONUNBUFFERED=1
