@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Warp rows at higher occupancy, GPU time alone (ab_source.py --queued), against the shipped kernels. On the GPU
+# machine, after bench/gpu_run.sh installed the wheel:   OUT=$OUT bash bench/exp_warp_rows_occupancy.sh
+# Registers and blocks of 256 threads per SM from kernels/check_compile.py (sm_90), none of the B variants spilling:
+# 1. softmax warp rows (<= 128 packs forward, <= 64 backward; ops/softmax.py _WARP_FITS): shipped 16-bit forward 92
+#    registers (2 blocks), float32 forward 63 and a 16-byte spill (4), backward 120 (2); B at most 64 packs 32 (8),
+#    16-bit forward rows of 65-128 packs 48 (5), float32 52 (4).
+# 2. kk_cross_entropy_bwd (__maxnreg__(80): 79 registers, 3 blocks) at __maxnreg__(48): 5 blocks.
+# 3. kk_cross_entropy_loss (the reduced loss's forward; MAXR 64: 4 blocks) at 48: 5 blocks (at 40 it spills).
+set -uo pipefail
+export PYTHONPATH=/tmp/kk-site KERNELKIT_CACHE_DIR=/tmp/kernelkit-cache PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/kernelkit-out}
+cd "$(dirname "$0")" || exit 1
+cases() {  # OP... -> OP:DTYPE:SIZE for the narrow sizes and one wide one
+  for op in "$@"; do
+    for size in 16384x64 32768x256 32768x512 32768x1024 32768x4096; do
+      for dtype in bfloat16 float32; do printf ' %s:%s:%s' "$op" "$dtype" "$size"; done
+    done
+  done
+}
+fits='{("kk_softmax_fwd", 2): ((2, 8, 256, True), (4, 5, 256, True)),
+       ("kk_softmax_fwd", 4): ((2, 8, 256, True), (4, 4, 256, True)),
+       ("kk_softmax_bwd", 2): ((2, 8, 256, True),), ("kk_softmax_bwd", 4): ((2, 8, 256, True),)}'
+ab() {  # LOG, then ab_source.py's arguments
+  local log=$1
+  shift
+  python3 ab_source.py --family softmax --queued --rounds 4 "$@" 2>&1 | tee "$OUT/$log" | tail -12
+}
+# shellcheck disable=SC2046
+ab ab-softmax-warp-fits.log --b-host "softmax._WARP_FITS=softmax._WARP_FITS | $fits" $(cases softmax softmax_backward)
+# shellcheck disable=SC2046
+ab ab-ce-bwd-maxr48.log --sub '__maxnreg__\(80\) kk_cross_entropy_bwd' '__maxnreg__(48) kk_cross_entropy_bwd' \
+  $(cases cross_entropy_backward)
+# shellcheck disable=SC2046
+ab ab-ce-loss-maxr48.log --sub '(int U = kk_sm::kU<T>, int MAXR = sizeof\(T\) == 8 \? 80 : )64(>\n__global__ void __maxnreg__\(MAXR\) kk_cross_entropy_loss)' '\g<1>48\2' \
+  $(cases cross_entropy)
