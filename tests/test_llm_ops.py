@@ -1117,6 +1117,7 @@ def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters
     monkeypatch.setattr(norms, "kernel", lambda family, expr: Stub())
     monkeypatch.setattr(norms, "has_clusters", lambda dev: True)
     monkeypatch.setattr(norms, "sm_count", lambda dev: 132)
+    monkeypatch.setattr(norms, "dram_gbps_per_sm", lambda dev: 36.5)  # an H200's: LayerNorm takes its bulk fit
     monkeypatch.setattr(_runtime, "sm_count", lambda dev: 132)
     norms._backward_shape.cache_clear()
     try:
