@@ -31,6 +31,7 @@ import gc
 import math
 import statistics
 import time
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -228,7 +229,12 @@ def _time_interleaved(
     calls_per_round = max(1, math.ceil(reps / rounds))
     times: Dict[str, List[float]] = {n: [] for n in calls}
     host: Dict[str, List[float]] = {n: [] for n in calls}
-    hold = _StreamHold() if queued is not None and gpu else None
+    hold = None
+    if queued is not None and gpu:
+        try:
+            hold = _StreamHold()
+        except Exception as e:  # kernelkit's own kernel unavailable (no NVRTC): time per call only
+            warnings.warn(f"kernelkit.bench: no GPU time alone ({type(e).__name__}: {e})", stacklevel=2)
     held: Dict[str, Optional[List[float]]] = {n: [] for n in calls}
     gc_was_on = gc.isenabled()
     gc.collect()
