@@ -1125,3 +1125,35 @@ def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters
     finally:
         norms._backward_shape.cache_clear()
     assert shape.pair == pair and shape.cap == (264 if pair == 1 else 2 * 131)
+
+
+def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
+    """Softmax rows of at most 32 x packs (one warp each, 8 rows per 256-thread block) take the first instantiation in
+    _WARP_FITS whose register packs hold them; wider rows take a block each (no GPU needed: the kernel lookup and the
+    occupancy are stand-ins)."""
+    import importlib
+
+    softmax = importlib.import_module("kernelkit.ops.softmax")
+
+    class Stub:
+        def __init__(self, expr):
+            self.name = expr
+
+    monkeypatch.setattr(softmax, "kernel", lambda family, expr: Stub(expr))
+    monkeypatch.setattr(softmax, "resident_blocks", lambda k, block, dev, smem=0: 7)
+    monkeypatch.setattr(softmax, "row_cache_bytes", lambda *args: 0)
+
+    def shape(name, cols, dtype=torch.bfloat16):
+        return softmax._softmax_shape.__wrapped__(name, dtype, cols, 0, True)
+
+    # The shipped fits: the kernels' default instantiations (bf16: 8 columns a pack).
+    assert shape("kk_softmax_fwd", 1024).kernel.name == "kk_softmax_fwd<__nv_bfloat16, 1, 4, 512, false>"
+    assert shape("kk_softmax_bwd", 512).kernel.name == "kk_softmax_bwd<__nv_bfloat16, 2, 1, 512, false>"
+    assert shape("kk_softmax_fwd", 256, torch.float32).kernel.name == "kk_softmax_fwd<float, 2, 4, 512, false>"
+    fits = {("kk_softmax_fwd", 2): ((2, 8, 256, True), (4, 5, 256, True))}
+    monkeypatch.setattr(softmax, "_WARP_FITS", fits)
+    for cols, want in ((256, "kk_softmax_fwd<__nv_bfloat16, 8, 2, 256, true>"), (1024, "<__nv_bfloat16, 5, 4, 256")):
+        s = shape("kk_softmax_fwd", cols)
+        assert want in s.kernel.name and (s.block, s.per_block, s.cap) == (256, 8, 7), (cols, s)
+    assert shape("kk_softmax_fwd", 1032).per_block == 1  # 129 packs: a block per row
+    assert shape("kk_softmax_bwd", 256).per_block == 1  # no warp fit listed for it now
