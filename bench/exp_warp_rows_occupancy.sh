@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Warp rows at higher occupancy, GPU time alone (ab_source.py --queued), against the shipped kernels. On the GPU
-# machine, after bench/gpu_run.sh installed the wheel:   OUT=$OUT bash bench/exp_warp_rows_occupancy.sh
+# machine: OUT=$OUT bash bench/gpu_run.sh warp-occupancy (which installs the wheel first).
 # Registers and blocks of 256 threads per SM from kernels/check_compile.py (sm_90), none of the B variants spilling:
 # 1. softmax warp rows (<= 128 packs forward, <= 64 backward; ops/softmax.py _WARP_FITS): shipped 16-bit forward 92
 #    registers (2 blocks), float32 forward 63 and a 16-byte spill (4), backward 120 (2); B at most 64 packs 32 (8),

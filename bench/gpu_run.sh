@@ -8,7 +8,8 @@
 #          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes)
 #          llama (bench/llama_train.py on one GPU), llama-accum (the same with 2 micro-batches a step, as
 #          transformers' Trainer accumulates), ddp (the same under DDP on two GPUs)
-#          triton-ptx (the PTX of the pointwise kernels torch.compile generated in earlier steps)
+#          triton-ptx (the PTX of the pointwise kernels torch.compile generated in earlier steps),
+#          warp-occupancy (bench/exp_warp_rows_occupancy.sh: A/B of the softmax and cross-entropy warp rows)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments, e.g. "tests/test_llm_ops.py -k rope"),
 #        SWEEP_ONLY (families for sweep-rows / sweep-flat / sweep-llm, e.g. "norm_bwd")
 set -uo pipefail
@@ -61,6 +62,7 @@ for s in $steps; do
         cp "$f" "$OUT/triton-ptx/$(basename "$(dirname "$f")" | cut -c1-8)-$(basename "$f")"
       done
       ls "$OUT/triton-ptx" | head ;;
+    warp-occupancy) OUT=$OUT bash bench/exp_warp_rows_occupancy.sh ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
     llama-accum) python3 bench/llama_train.py --accumulate 2 --out "$OUT/llama-accum.json" 2>&1 | tail -12 ;;
     ddp) torchrun --nproc-per-node 2 bench/llama_train.py --out "$OUT/llama-ddp.json" 2>&1 | tail -12 ;;
