@@ -358,11 +358,11 @@ def run(
                 gbps = nbytes / (ms * 1e-3) / 1e9 if nbytes else None
                 pct = 100 * gbps / copy_gbps if gbps and copy_gbps else None
                 tflops = flops / (ms * 1e-3) / 1e12 if flops else None
-                row.append(Result(*head, ms * 1e3, host, gbps, pct, tflops, peaks[name]))
                 gpu_ms = queued.get(name)
+                alone = {}  # the GPU's time alone, where it was measured
                 if gpu_ms is not None:
-                    row[-1].gpu_us = gpu_ms * 1e3
-                    row[-1].gpu_pct_copy_bw = pct * ms / gpu_ms if pct else None
+                    alone = dict(gpu_us=gpu_ms * 1e3, gpu_pct_copy_bw=pct * ms / gpu_ms if pct else None)
+                row.append(Result(*head, ms * 1e3, host, gbps, pct, tflops, peaks[name], **alone))
             calls = {}  # free the inputs and graphs before the next job's
             _speedups(row)
             results.extend(row)

@@ -293,8 +293,16 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
             return split, column_sum
     threads = 32 * cdiv(cdiv(cols // VEC[dtype], packs), 32)
     bulk = [f for f in _BWD_BULK_FIT.get(name, ()) if threads <= f[0]]
-    bulk = bulk if dram_gbps_per_sm(dev) >= _BWD_BULK_MIN_GBPS.get(name, 0.0) else []
-    if bulk and not extra and dtype in _B16 and vec and not tail and r >= 256 and has_clusters(dev):
+    if (
+        bulk
+        and not extra
+        and dtype in _B16
+        and vec
+        and not tail
+        and r >= 256
+        and has_clusters(dev)
+        and dram_gbps_per_sm(dev) >= _BWD_BULK_MIN_GBPS.get(name, 0.0)
+    ):
         nt, minb, per_sm = bulk[0]
         k = kernel("norms", f"{name}_bulk<{CTYPE[dtype]}, {nt}, {minb}, {_BWD_BULK_STAGES}, false, {_BWD_BULK_ROWS}>")
         smem = 2 * _BWD_BULK_STAGES * cols * dtype.itemsize
