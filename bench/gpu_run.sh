@@ -9,7 +9,8 @@
 #          llama (bench/llama_train.py on one GPU), llama-accum (the same with 2 micro-batches a step, as
 #          transformers' Trainer accumulates), ddp (the same under DDP on two GPUs)
 #          triton-ptx (the PTX of the pointwise kernels torch.compile generated in earlier steps),
-#          warp-occupancy (bench/exp_warp_rows_occupancy.sh: A/B of the softmax and cross-entropy warp rows)
+#          warp-occupancy (bench/exp_warp_rows_occupancy.sh: A/B of the softmax and cross-entropy warp rows),
+#          h100-norm-bwd (bench/exp_h100_norm_bwd.sh: A/B of the 16-bit norm backwards' launches at 4096-8192 columns)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments, e.g. "tests/test_llm_ops.py -k rope"),
 #        SWEEP_ONLY (families for sweep-rows / sweep-flat / sweep-llm, e.g. "norm_bwd")
 set -uo pipefail
@@ -63,6 +64,7 @@ for s in $steps; do
       done
       ls "$OUT/triton-ptx" | head ;;
     warp-occupancy) OUT=$OUT bash bench/exp_warp_rows_occupancy.sh ;;
+    h100-norm-bwd) OUT=$OUT bash bench/exp_h100_norm_bwd.sh ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
     llama-accum) python3 bench/llama_train.py --accumulate 2 --out "$OUT/llama-accum.json" 2>&1 | tail -12 ;;
     ddp) torchrun --nproc-per-node 2 bench/llama_train.py --out "$OUT/llama-ddp.json" 2>&1 | tail -12 ;;

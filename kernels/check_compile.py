@@ -141,10 +141,10 @@ def instantiations():
     # float32 rows one block holds, with _BWD_HELD_FIT's shared-memory sums
     norms += ["kk_layer_norm_bwd<float, false, 4, 1, false, 1>", "kk_rms_norm_bwd<float, false, 4, 1, false, false, 1>"]
     norms += ["kk_rms_norm_bwd<float, false, 4, 2, true, false, 2>"]
-    # 16-bit LayerNorm and RMSNorm rows one block holds, brought by bulk copies (_BWD_BULK_FIT)
+    # 16-bit LayerNorm and RMSNorm rows one block holds, brought by bulk copies (_BWD_BULK_FIT and _FIT_LOW_GBPS)
     b16 = ("__half", "__nv_bfloat16")
     norms += [f"kk_layer_norm_bwd_bulk<{t}, {nt}, {m}, 3, false, 1>" for t in b16 for nt, m in ((256, 2), (512, 1))]
-    norms += [f"kk_rms_norm_bwd_bulk<{t}, 256, 4, 3, false, 1>" for t in b16]
+    norms += [f"kk_rms_norm_bwd_bulk<{t}, 256, {m}, 3, false, 1>" for t in b16 for m in (4, 2)]  # 2: _FIT_LOW_GBPS
     # ... and the split ones (_BWD_BULK_SPLIT: stages, rows per reduction)
     split_bulk = (("kk_layer_norm_bwd", 5, 2), ("kk_rms_norm_bwd", 6, 1))
     norms += [f"{k}_bulk<{t}, 512, 1, {s}, true, {r}>" for k, s, r in split_bulk for t in b16]
@@ -180,6 +180,9 @@ def instantiations():
         sm += [f"kk_softmax_fwd<{t}, 2, 4, 512, true>", f"kk_softmax_fwd<{t}, 2, 8, 512, true>"]
         sm += [f"kk_softmax_bwd<{t}, 2, {m}, 512, true>" for m in (3, 2)] + [f"kk_softmax_bwd<{t}, 4, 2, 512, true>"]
     sm += ["kk_softmax_fwd<float, 2, 8, 512, true>", "kk_softmax_bwd<float, 8, 1, 512, true>"]
+    # warp rows of at most 64 packs (_WARP_FITS)
+    sm += [f"kk_softmax_fwd<{t}, 8, 2, 256, true>" for t in ("float", "__half", "__nv_bfloat16")]
+    sm += [f"kk_softmax_bwd<{t}, 2, 8, 256, true>" for t in ("float", "__half", "__nv_bfloat16")]
     # rows split over a cluster (HELD, SPLIT), as ops/softmax.py launches them (_SPLIT)
     sm += ["kk_softmax_fwd<float, 2, 8, 512, true, true>", "kk_softmax_bwd<float, 4, 2, 512, true, true>"]
     sm += [f"kk_softmax_fwd<{t}, 2, 8, 512, true, true>" for t in ("__half", "__nv_bfloat16")]

@@ -9,7 +9,7 @@ import torch
 
 import kernelkit.ops as K
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import CTYPE, has_clusters, held_loss_scratch, kernel, scratch
+from kernelkit.ops._runtime import CTYPE, has_clusters, held_loss_scratch, kernel, scratch, sm_count
 from kernelkit.ops.softmax import (
     _HELD_CE_FITS,
     _ce_grid,
@@ -353,12 +353,13 @@ def test_norm_backward_of_rows_too_wide_for_a_cluster(name, dtype, cols):
 _BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2, 3, false, 1>"
 
 
-@pytest.fixture
-def bulk_on_any_bandwidth(monkeypatch):
-    """The norm backwards' bulk fits taken whatever the GPU's DRAM bandwidth (norms._BWD_BULK_MIN_GBPS)."""
-    monkeypatch.setattr(norms, "_BWD_BULK_MIN_GBPS", {})
+@pytest.fixture(params=[25.4, 36.5], ids=["H100-bandwidth", "H200-bandwidth"])
+def dram_gbps_per_sm(request, monkeypatch):
+    """The GPU's DRAM bandwidth per SM as the norm backwards' fits see it (norms._BWD_BULK_LOW_GBPS): an H100's and an
+    H200's, so that every sm_90 GPU tests both sets of fits."""
+    monkeypatch.setattr(norms, "dram_gbps_per_sm", lambda dev: request.param)
     norms._backward_shape.cache_clear()
-    yield
+    yield request.param
     norms._backward_shape.cache_clear()
 
 
@@ -366,15 +367,15 @@ def bulk_on_any_bandwidth(monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("cols", [2056, 3000, 4096, 4104, 6144, 8192])
 @pytest.mark.parametrize("name", ["kk_layer_norm_bwd", "kk_rms_norm_bwd"])
-def test_norm_backward_bulk_rows(bulk_on_any_bandwidth, name, dtype, cols):
-    """16-bit rows on the 16-byte path take <kernel>_bulk on sm_90+ (x and gy by bulk copies into shared-memory stages):
-    LayerNorm from 2049 to 8192 columns (blocks of 256 threads up to 4096 columns, else of 512), RMSNorm up to 4096;
-    with more rows than resident blocks and rows that do not fill their block. The gradients agree with the CPU and are
-    bitwise the same across runs; RMSNorm's longer rows, add_rms_norm's and rows off the 16-byte path keep the register
-    kernels. (LayerNorm's bulk fit taken on any DRAM bandwidth here, so that every sm_90 GPU tests it.)"""
-    ln = name == "kk_layer_norm_bwd"
+def test_norm_backward_bulk_rows(dram_gbps_per_sm, name, dtype, cols):
+    """16-bit rows on the 16-byte path take <kernel>_bulk on sm_90+ (x and gy by bulk copies into shared-memory stages)
+    up to 4096 columns (blocks of 256 threads), and LayerNorm's up to 8192 (blocks of 512) at an H200's DRAM bandwidth
+    per SM; with more rows than resident blocks and rows that do not fill their block. The gradients agree with the CPU
+    and are bitwise the same across runs; longer rows, add_rms_norm's and rows off the 16-byte path keep the register
+    kernels."""
+    wide_bulk = name == "kk_layer_norm_bwd" and dram_gbps_per_sm >= norms._BWD_BULK_LOW_GBPS
     shape, _ = norms._backward_shape(name, dtype, cols, 0, True, False)
-    if ln or cols <= 4096:
+    if cols <= 4096 or wide_bulk:
         assert shape.kernel.name.startswith(f"{name}_bulk<"), shape.kernel.name
         assert shape.block[0] == 32 * -(-cols // 16 // 32) and shape.smem == 2 * norms._BWD_BULK_STAGES * cols * 2
     else:
@@ -385,16 +386,15 @@ def test_norm_backward_bulk_rows(bulk_on_any_bandwidth, name, dtype, cols):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
-@pytest.mark.parametrize("gbps_per_sm, bulk", [(25.4, False), (37.2, True)], ids=["H100", "H200"])
-def test_layer_norm_backward_takes_its_bulk_fit_by_dram_bandwidth(monkeypatch, gbps_per_sm, bulk):
-    """LayerNorm's 16-bit backward takes the bulk kernel where the DRAM bandwidth per SM reaches _BWD_BULK_MIN_GBPS
-    (an H200), its register kernel below (an H100); RMSNorm's takes its bulk fit on both."""
-    monkeypatch.setattr(norms, "dram_gbps_per_sm", lambda dev: gbps_per_sm)
-    for name, want in (("kk_layer_norm_bwd", bulk), ("kk_rms_norm_bwd", True)):
-        norms._backward_shape.cache_clear()
-        shape, _ = norms._backward_shape(name, torch.bfloat16, 4096, 0, True, False)
-        assert ("_bulk<" in shape.kernel.name) == want, (name, shape.kernel.name)
-    norms._backward_shape.cache_clear()
+@pytest.mark.parametrize("name", ["kk_layer_norm_bwd", "kk_rms_norm_bwd"])
+def test_norm_backward_bulk_fit_by_dram_bandwidth(dram_gbps_per_sm, name):
+    """At 4096 bf16 columns the 16-bit backwards take their bulk kernel at both bandwidths: below _BWD_BULK_LOW_GBPS (an
+    H100) compiled for two blocks per SM and launched one per SM, from it (an H200) their _BWD_BULK_FIT."""
+    shape, _ = norms._backward_shape(name, torch.bfloat16, 4096, 0, True, False)
+    fits = norms._BWD_BULK_FIT_LOW_GBPS if dram_gbps_per_sm < norms._BWD_BULK_LOW_GBPS else norms._BWD_BULK_FIT
+    nt, minb, per_sm = fits[name][0]
+    assert shape.kernel.name == f"{name}_bulk<__nv_bfloat16, {nt}, {minb}, 3, false, 1>"
+    assert 0 < shape.cap <= per_sm * sm_count(0)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")

@@ -1098,6 +1098,48 @@ def test_second_gpu(op):
         close(a1.to("cuda:0"), a0, torch.float32, floor=case.floor)
 
 
+@pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
+def test_bulk_backward_fits_by_dram_bandwidth(monkeypatch, gbps_per_sm):
+    """The 16-bit norm backwards take _BWD_BULK_FIT_LOW_GBPS below _BWD_BULK_LOW_GBPS of DRAM bandwidth per SM (an
+    H100: one block of 256 threads per SM, up to 4096 columns), _BWD_BULK_FIT from it (an H200: LayerNorm's up to 8192
+    columns); other rows keep the register kernels (no GPU needed: the kernels are stand-ins)."""
+    from kernelkit.ops import _runtime, norms
+
+    class Stub:
+        def __init__(self, expr):
+            self.name = expr
+
+        def occupancy(self, *args):
+            return 2
+
+        def max_active_clusters(self, *args):
+            return 66
+
+    monkeypatch.setattr(norms, "kernel", lambda family, expr: Stub(expr))
+    monkeypatch.setattr(norms, "has_clusters", lambda dev: True)
+    monkeypatch.setattr(norms, "sm_count", lambda dev: 132)
+    monkeypatch.setattr(norms, "dram_gbps_per_sm", lambda dev: gbps_per_sm)
+    monkeypatch.setattr(_runtime, "sm_count", lambda dev: 132)
+    h100 = gbps_per_sm < norms._BWD_BULK_LOW_GBPS
+    want = {
+        ("kk_layer_norm_bwd", 4096): ("256, 2, 3", 132 if h100 else 2 * 66),
+        ("kk_rms_norm_bwd", 4096): ("256, 2, 3", 132) if h100 else ("256, 4, 3", 2 * 66),
+        ("kk_layer_norm_bwd", 8192): None if h100 else ("512, 1, 3", 132),
+        ("kk_rms_norm_bwd", 8192): None,
+    }
+    norms._backward_shape.cache_clear()
+    try:
+        for (name, cols), fit in want.items():
+            shape, _ = norms._backward_shape(name, torch.bfloat16, cols, 0, True, False)
+            if fit is None:
+                assert "_bulk<" not in shape.kernel.name, (name, cols, shape.kernel.name)
+            else:
+                assert shape.kernel.name == f"{name}_bulk<__nv_bfloat16, {fit[0]}, false, 1>", (name, cols)
+                assert shape.cap == fit[1], (name, cols, shape.cap)
+    finally:
+        norms._backward_shape.cache_clear()
+
+
 @pytest.mark.parametrize("clusters, pair", [(0, 1), (131, 2)], ids=["no-cluster-fits", "pairs"])
 def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters, pair):
     """The held 16-bit bulk backward runs as clusters of two blocks that add up their partials, on a grid that is a
@@ -1146,10 +1188,15 @@ def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
     def shape(name, cols, dtype=torch.bfloat16):
         return softmax._softmax_shape.__wrapped__(name, dtype, cols, 0, True)
 
-    # The shipped fits: the kernels' default instantiations (bf16: 8 columns a pack).
+    # The shipped fits (bf16: 8 columns a pack, float32 4): rows of at most 64 packs on 32 registers, wider forward
+    # rows on the kernel's default instantiation, wider backward rows a block each.
+    assert shape("kk_softmax_fwd", 512).kernel.name == "kk_softmax_fwd<__nv_bfloat16, 8, 2, 256, true>"
     assert shape("kk_softmax_fwd", 1024).kernel.name == "kk_softmax_fwd<__nv_bfloat16, 1, 4, 512, false>"
-    assert shape("kk_softmax_bwd", 512).kernel.name == "kk_softmax_bwd<__nv_bfloat16, 2, 1, 512, false>"
-    assert shape("kk_softmax_fwd", 256, torch.float32).kernel.name == "kk_softmax_fwd<float, 2, 4, 512, false>"
+    assert shape("kk_softmax_bwd", 512).kernel.name == "kk_softmax_bwd<__nv_bfloat16, 2, 8, 256, true>"
+    assert shape("kk_softmax_bwd", 520).per_block == 1
+    assert shape("kk_softmax_fwd", 256, torch.float32).kernel.name == "kk_softmax_fwd<float, 8, 2, 256, true>"
+    assert shape("kk_softmax_fwd", 260, torch.float32).kernel.name == "kk_softmax_fwd<float, 2, 4, 512, false>"
+    assert shape("kk_softmax_fwd", 64, torch.float64).kernel.name == "kk_softmax_fwd<double, 1, 4, 512, false>"
     fits = {("kk_softmax_fwd", 2): ((2, 8, 256, True), (4, 5, 256, True))}
     monkeypatch.setattr(softmax, "_WARP_FITS", fits)
     for cols, want in ((256, "kk_softmax_fwd<__nv_bfloat16, 8, 2, 256, true>"), (1024, "<__nv_bfloat16, 5, 4, 256")):

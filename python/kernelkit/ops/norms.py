@@ -165,15 +165,19 @@ _BWD_HELD_FIT = {
 # The blocks run as clusters of _BWD_BULK_PAIR that add up their weight-gradient sums before writing them: at two blocks
 # per SM the partials had been 2% of the bytes (h200-2026-11-23-s25/held-pairs.log): LayerNorm bf16 4096 215.3 ->
 # 208.3 us, 8192 403.3 -> 395.6, RMSNorm 204.3 -> 201.9 (clusters of 4: 207.3, but 429.7 at 8192).
-# On an H100, with two thirds of an H200's DRAM bandwidth per SM, LayerNorm's register kernel measured faster
-# (GPU time alone, bench/ab_source.py --queued, h100-2026-11-27-s39/ab-h100-norm-bwd-1.log): bf16 32768 x 4096
-# 317.3 -> 306.8 us, x 8192 604.5 -> 576.0; RMSNorm's within 0.5%. _BWD_BULK_MIN_GBPS is the DRAM bandwidth per SM
-# (_runtime.dram_gbps_per_sm) from which a kernel takes its bulk fit.
 _BWD_BULK_FIT = {
     "kk_layer_norm_bwd": ((256, 2, 2), (512, 1, 1)),
     "kk_rms_norm_bwd": ((256, 4, 2),),
 }
-_BWD_BULK_MIN_GBPS = {"kk_layer_norm_bwd": 30.0}
+# A GPU with less DRAM bandwidth per SM than _BWD_BULK_LOW_GBPS (_runtime.dram_gbps_per_sm: an H100 SXM about 25 GB/s,
+# an H200 36.5) takes _BWD_BULK_FIT_LOW_GBPS: on an H100 (GPU time alone, bench/ab_source.py --queued, bf16 32768 rows,
+# h100-2026-11-27-s40/ab-h100-*-bwd-bulk-*.log) one block of 256 threads per SM with up to 128 registers was fastest
+# at 4096 columns: RMSNorm 298.6 -> 278.2 us against its H200 fit (63 registers at one block 314.8, 96 at two 299.6),
+# LayerNorm 313.2 -> 298.4 against its register kernel (its H200 fit had measured slower than that, 317.3 against
+# 306.8, h100-2026-11-27-s39/ab-h100-norm-bwd-1.log). Rows of 8192 columns keep the register kernels there (the bulk
+# fits 0.2-5% slower: RMSNorm's (512, 1, 1) 1.019x, LayerNorm's 604.5 against 576.0 us).
+_BWD_BULK_LOW_GBPS = 30.0
+_BWD_BULK_FIT_LOW_GBPS = {"kk_layer_norm_bwd": ((256, 2, 1),), "kk_rms_norm_bwd": ((256, 2, 1),)}
 _BWD_BULK_STAGES = 3  # S, the kernels' template argument: their shared memory is 2 * S rows
 _BWD_BULK_ROWS = 1  # K, the kernels' rows per reduction (2 measured slower here, s25 held-bulk2.log)
 _BWD_BULK_PAIR = 2  # blocks per cluster adding up their weight-gradient sums (above)
@@ -292,17 +296,11 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
         if split:
             return split, column_sum
     threads = 32 * cdiv(cdiv(cols // VEC[dtype], packs), 32)
-    bulk = [f for f in _BWD_BULK_FIT.get(name, ()) if threads <= f[0]]
-    if (
-        bulk
-        and not extra
-        and dtype in _B16
-        and vec
-        and not tail
-        and r >= 256
-        and has_clusters(dev)
-        and dram_gbps_per_sm(dev) >= _BWD_BULK_MIN_GBPS.get(name, 0.0)
-    ):
+    bulk = []
+    if not extra and dtype in _B16 and vec and not tail and r >= 256 and has_clusters(dev):
+        fits = _BWD_BULK_FIT_LOW_GBPS if dram_gbps_per_sm(dev) < _BWD_BULK_LOW_GBPS else _BWD_BULK_FIT
+        bulk = [f for f in fits.get(name, ()) if threads <= f[0]]
+    if bulk:
         nt, minb, per_sm = bulk[0]
         k = kernel("norms", f"{name}_bulk<{CTYPE[dtype]}, {nt}, {minb}, {_BWD_BULK_STAGES}, false, {_BWD_BULK_ROWS}>")
         smem = 2 * _BWD_BULK_STAGES * cols * dtype.itemsize

@@ -76,14 +76,17 @@ _SPLIT_FITS = {
 
 # Warp rows (nv <= 32 x the kernel's register packs: one warp per row, 8 rows per 256-thread block, a resident grid):
 # per (kernel, element size), the instantiations (register packs, minimum blocks per SM, most threads per block, held)
-# tried in order, the first whose packs hold the row. The kernels' defaults: 16-bit forward 92 registers, two blocks
-# per SM; float32 forward 63 and a 16-byte spill, four; backward 120, two (kernels/check_compile.py, sm_90).
+# tried in order, the first whose packs hold the row. Rows of at most 64 packs take 2 packs a thread held in 32
+# registers, 8 blocks per SM, where the kernels' defaults take 63-120 registers and 2-4 blocks (kernels/
+# check_compile.py, sm_90): GPU time on an H100 (bench/results/h100-2026-11-27-s40/ab-softmax-warp-fits.log) bf16
+# forward 20-25% less at 64-512 columns, backward 8-18%; float32 3-13%. Wider warp rows keep the defaults (16-bit
+# forward at 65-128 packs on 48 registers: 2% slower); float64 too (at 32 registers it spills).
 _WARP_FITS = {
-    ("kk_softmax_fwd", 2): ((4, 1, 512, False),),
-    ("kk_softmax_fwd", 4): ((4, 2, 512, False),),
+    ("kk_softmax_fwd", 2): ((2, 8, 256, True), (4, 1, 512, False)),
+    ("kk_softmax_fwd", 4): ((2, 8, 256, True), (4, 2, 512, False)),
     ("kk_softmax_fwd", 8): ((4, 1, 512, False),),
-    ("kk_softmax_bwd", 2): ((2, 1, 512, False),),
-    ("kk_softmax_bwd", 4): ((2, 1, 512, False),),
+    ("kk_softmax_bwd", 2): ((2, 8, 256, True),),
+    ("kk_softmax_bwd", 4): ((2, 8, 256, True),),
     ("kk_softmax_bwd", 8): ((2, 1, 512, False),),
 }
 
