@@ -244,7 +244,7 @@ def sweep_rope(size, dtype, copy, results, liger):
                         f"kk_rope<{CTYPE[dt]}, {int(backward)}, {items}>"
                     )
                 # an _rope_shape for `items` items per thread in blocks of `block`
-                shape = lambda dt, backward, make=make, items=items, block=block: (
+                shape = lambda dt, backward, dev, make=make, items=items, block=block: (
                     make(dt, backward),
                     block,
                     block * items,

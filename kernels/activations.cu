@@ -325,7 +325,8 @@ __global__ void __maxnreg__(64) kk_swiglu_bwd(const T* grad, const T* gate, cons
 //   cos_batch_stride % VEC == 0, the strides of every dim of size > 1 of q, k, out_q, out_k % VEC == 0, all six
 //   pointers 16-byte aligned), else 1 (the host sizes the grid from dim and cos_batch_stride alone: any grid is
 //   correct). ITEMS: items per thread in one block pass on the 32-bit path (64-bit index math: 1). Fastest
-//   (bench/sweep_llm.py, H200): block 128, ITEMS 2, grid = ceil(items / (128 * 2)) (one pass); 56 registers
+//   (bench/sweep_llm.py, H200): block 128, ITEMS 2, grid = ceil(items / (128 * 2)) (one pass; an H100: ITEMS 1,
+//   ops/activations.py _rope_shape); 56 registers
 //   (64 for double, which spills at 56): more threads per SM than at 64. No dynamic shared memory.
 template <typename T, int BACKWARD, int ITEMS = 2>
 __global__ void __maxnreg__(sizeof(T) == 8 ? 64 : 56)

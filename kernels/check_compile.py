@@ -192,7 +192,7 @@ def instantiations():
     split_sm = [s[:-1] for s in sm if s.endswith("512, true, true>")]
     sm += [f"{s}, {c}>" for s in split_sm for c in (2, 4, 8, 16)]
     act = [f"{k}<{t}>" for k in ("kk_swiglu_fwd", "kk_swiglu_bwd") for t in TYPES]
-    act += [f"kk_rope<{t}, {b}>" for t in TYPES for b in (0, 1)]
+    act += [f"kk_rope<{t}, {b}{i}>" for t in TYPES for b in (0, 1) for i in ("", ", 1")]  # 1 item: low DRAM bandwidth
     return {
         "elementwise.cu": [f"{k}<{t}>" for k in ew for t in TYPES],
         "gelu.cu": gelu,

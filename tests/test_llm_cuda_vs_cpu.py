@@ -9,7 +9,15 @@ import torch
 
 import kernelkit.ops as K
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import CTYPE, has_clusters, held_loss_scratch, kernel, scratch, sm_count
+from kernelkit.ops._runtime import (
+    CTYPE,
+    LOW_DRAM_GBPS_PER_SM,
+    has_clusters,
+    held_loss_scratch,
+    kernel,
+    scratch,
+    sm_count,
+)
 from kernelkit.ops.softmax import (
     _HELD_CE_FITS,
     _ce_grid,
@@ -355,7 +363,7 @@ _BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2, 3, false, 1>"
 
 @pytest.fixture(params=[25.4, 36.5], ids=["H100-bandwidth", "H200-bandwidth"])
 def dram_gbps_per_sm(request, monkeypatch):
-    """The GPU's DRAM bandwidth per SM as the norm backwards' fits see it (norms._BWD_BULK_LOW_GBPS): an H100's and an
+    """The GPU's DRAM bandwidth per SM as the norm backwards' fits see it (LOW_DRAM_GBPS_PER_SM): an H100's and an
     H200's, so that every sm_90 GPU tests both sets of fits."""
     monkeypatch.setattr(norms, "dram_gbps_per_sm", lambda dev: request.param)
     norms._backward_shape.cache_clear()
@@ -373,7 +381,7 @@ def test_norm_backward_bulk_rows(dram_gbps_per_sm, name, dtype, cols):
     per SM; with more rows than resident blocks and rows that do not fill their block. The gradients agree with the CPU
     and are bitwise the same across runs; longer rows, add_rms_norm's and rows off the 16-byte path keep the register
     kernels."""
-    wide_bulk = name == "kk_layer_norm_bwd" and dram_gbps_per_sm >= norms._BWD_BULK_LOW_GBPS
+    wide_bulk = name == "kk_layer_norm_bwd" and dram_gbps_per_sm >= LOW_DRAM_GBPS_PER_SM
     shape, _ = norms._backward_shape(name, dtype, cols, 0, True, False)
     if cols <= 4096 or wide_bulk:
         assert shape.kernel.name.startswith(f"{name}_bulk<"), shape.kernel.name
@@ -388,10 +396,11 @@ def test_norm_backward_bulk_rows(dram_gbps_per_sm, name, dtype, cols):
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
 @pytest.mark.parametrize("name", ["kk_layer_norm_bwd", "kk_rms_norm_bwd"])
 def test_norm_backward_bulk_fit_by_dram_bandwidth(dram_gbps_per_sm, name):
-    """At 4096 bf16 columns the 16-bit backwards take their bulk kernel at both bandwidths: below _BWD_BULK_LOW_GBPS (an
-    H100) compiled for two blocks per SM and launched one per SM, from it (an H200) their _BWD_BULK_FIT."""
+    """At 4096 bf16 columns the 16-bit backwards take their bulk kernel at both bandwidths: below
+    LOW_DRAM_GBPS_PER_SM (an H100) compiled for two blocks per SM and launched one per SM, from it (an H200) their
+    _BWD_BULK_FIT."""
     shape, _ = norms._backward_shape(name, torch.bfloat16, 4096, 0, True, False)
-    fits = norms._BWD_BULK_FIT_LOW_GBPS if dram_gbps_per_sm < norms._BWD_BULK_LOW_GBPS else norms._BWD_BULK_FIT
+    fits = norms._BWD_BULK_FIT_LOW_GBPS if dram_gbps_per_sm < LOW_DRAM_GBPS_PER_SM else norms._BWD_BULK_FIT
     nt, minb, per_sm = fits[name][0]
     assert shape.kernel.name == f"{name}_bulk<__nv_bfloat16, {nt}, {minb}, 3, false, 1>"
     assert 0 < shape.cap <= per_sm * sm_count(0)

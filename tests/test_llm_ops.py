@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import kernelkit
 import kernelkit.ops as K
+from kernelkit.ops._runtime import LOW_DRAM_GBPS_PER_SM
 from kernelkit.testing import check_op
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -1098,9 +1099,23 @@ def test_second_gpu(op):
         close(a1.to("cuda:0"), a0, torch.float32, floor=case.floor)
 
 
+@pytest.mark.parametrize("gbps_per_sm, items", [(25.4, 1), (36.5, 2)], ids=["H100", "H200"])
+def test_rope_items_per_thread_by_dram_bandwidth(monkeypatch, gbps_per_sm, items):
+    """rope takes one item per thread below LOW_DRAM_GBPS_PER_SM of DRAM bandwidth per SM (an H100), two from it (an
+    H200), in 128-thread blocks (no GPU needed: the kernel lookup is a stand-in)."""
+    import importlib
+
+    activations = importlib.import_module("kernelkit.ops.activations")
+    monkeypatch.setattr(activations, "kernel", lambda family, expr: expr)
+    monkeypatch.setattr(activations, "dram_gbps_per_sm", lambda dev: gbps_per_sm)
+    for backward in (0, 1):
+        name, block, per_block = activations._rope_shape.__wrapped__(torch.float32, bool(backward), 0)
+        assert (name, block, per_block) == (f"kk_rope<float, {backward}, {items}>", 128, 128 * items)
+
+
 @pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
 def test_bulk_backward_fits_by_dram_bandwidth(monkeypatch, gbps_per_sm):
-    """The 16-bit norm backwards take _BWD_BULK_FIT_LOW_GBPS below _BWD_BULK_LOW_GBPS of DRAM bandwidth per SM (an
+    """The 16-bit norm backwards take _BWD_BULK_FIT_LOW_GBPS below LOW_DRAM_GBPS_PER_SM of DRAM bandwidth per SM (an
     H100: one block of 256 threads per SM, up to 4096 columns), _BWD_BULK_FIT from it (an H200: LayerNorm's up to 8192
     columns); other rows keep the register kernels (no GPU needed: the kernels are stand-ins)."""
     from kernelkit.ops import _runtime, norms
@@ -1120,7 +1135,7 @@ def test_bulk_backward_fits_by_dram_bandwidth(monkeypatch, gbps_per_sm):
     monkeypatch.setattr(norms, "sm_count", lambda dev: 132)
     monkeypatch.setattr(norms, "dram_gbps_per_sm", lambda dev: gbps_per_sm)
     monkeypatch.setattr(_runtime, "sm_count", lambda dev: 132)
-    h100 = gbps_per_sm < norms._BWD_BULK_LOW_GBPS
+    h100 = gbps_per_sm < LOW_DRAM_GBPS_PER_SM
     want = {
         ("kk_layer_norm_bwd", 4096): ("256, 2, 3", 132 if h100 else 2 * 66),
         ("kk_rms_norm_bwd", 4096): ("256, 2, 3", 132) if h100 else ("256, 4, 3", 2 * 66),

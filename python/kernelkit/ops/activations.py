@@ -12,12 +12,15 @@ import torch
 from kernelkit import _native
 from kernelkit.jit import Kernel
 from kernelkit.library import TensorSpec, like, op
-from kernelkit.ops._runtime import CTYPE, FLOATS, VEC, cdiv, kernel
+from kernelkit.ops._runtime import CTYPE, FLOATS, LOW_DRAM_GBPS_PER_SM, VEC, cdiv, dram_gbps_per_sm, kernel
 
 # Launch shapes, measured with bench/sweep_llm.py on an H200 at 32768 x 4096 and 8192: one pass over the data
 # (the kernels grid-stride, so any grid is correct; grids capped at 4 waves were 2-8% slower); swiglu in
 # 256-thread blocks of 2 packs per thread and tensor for the 16-bit forward, else 1; rope in 128-thread blocks
-# of 2 items per thread at 56 registers (against 64: 0.5-1.6% faster in every case measured, session 10).
+# of 2 items per thread at 56 registers (against 64: 0.5-1.6% faster in every case measured, session 10; one item
+# 10% slower, h200-2026-11-22-s10/sweep_llm-rope.log). Below _runtime.LOW_DRAM_GBPS_PER_SM rope takes one item per
+# thread: on an H100 1.0-1.5% faster than two at 32768 x 4096 and x 8192, both dtypes and directions, ahead of
+# torch.compile (h100-2026-11-27-s40/sweep_llm-rope-softmax.log: bf16 forward 365.6 -> 360.6 us, 720.5 -> 710.0).
 
 
 @functools.cache
@@ -28,9 +31,9 @@ def _swiglu_shape(name: str, dtype: torch.dtype) -> Tuple[Kernel, int, int]:
 
 
 @functools.cache
-def _rope_shape(dtype: torch.dtype, backward: bool) -> Tuple[Kernel, int, int]:
-    """(kernel, block, items per block)."""
-    items = 2
+def _rope_shape(dtype: torch.dtype, backward: bool, dev: int) -> Tuple[Kernel, int, int]:
+    """(kernel, block, items per block) on device ``dev``."""
+    items = 1 if dram_gbps_per_sm(dev) < LOW_DRAM_GBPS_PER_SM else 2
     return kernel("activations", f"kk_rope<{CTYPE[dtype]}, {int(backward)}, {items}>"), 128, 128 * items
 
 
@@ -142,7 +145,7 @@ def _rope_cuda(q, k, cos, sin, backward, out_q, out_k):
     # the table stride allow it (any grid is correct: the kernel grid-strides).
     vec = VEC[dt] if (d // 2) % VEC[dt] == 0 and stride % VEC[dt] == 0 else 1
     items = b * (hq + hk) * s * (d // 2) // vec
-    kern, block, per_block = _rope_shape(dt, bool(backward))
+    kern, block, per_block = _rope_shape(dt, bool(backward), cos.get_device())
     # Rows heads-inner when the heads (of the tensor with more of them) are closer together in memory than the
     # positions, as in Hugging Face's layout; seq-inner for contiguous tensors.
     xs = qs if hq >= hk else ks

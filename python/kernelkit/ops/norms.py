@@ -19,6 +19,7 @@ from kernelkit.ops._runtime import (
     BLOCK,
     CTYPE,
     FLOATS,
+    LOW_DRAM_GBPS_PER_SM,
     PORTABLE_CTAS,
     VEC,
     RowShape,
@@ -169,14 +170,13 @@ _BWD_BULK_FIT = {
     "kk_layer_norm_bwd": ((256, 2, 2), (512, 1, 1)),
     "kk_rms_norm_bwd": ((256, 4, 2),),
 }
-# A GPU with less DRAM bandwidth per SM than _BWD_BULK_LOW_GBPS (_runtime.dram_gbps_per_sm: an H100 SXM about 25 GB/s,
-# an H200 36.5) takes _BWD_BULK_FIT_LOW_GBPS: on an H100 (GPU time alone, bench/ab_source.py --queued, bf16 32768 rows,
-# h100-2026-11-27-s40/ab-h100-*-bwd-bulk-*.log) one block of 256 threads per SM with up to 128 registers was fastest
-# at 4096 columns: RMSNorm 298.6 -> 278.2 us against its H200 fit (63 registers at one block 314.8, 96 at two 299.6),
-# LayerNorm 313.2 -> 298.4 against its register kernel (its H200 fit had measured slower than that, 317.3 against
-# 306.8, h100-2026-11-27-s39/ab-h100-norm-bwd-1.log). Rows of 8192 columns keep the register kernels there (the bulk
-# fits 0.2-5% slower: RMSNorm's (512, 1, 1) 1.019x, LayerNorm's 604.5 against 576.0 us).
-_BWD_BULK_LOW_GBPS = 30.0
+# A GPU with less DRAM bandwidth per SM than _runtime.LOW_DRAM_GBPS_PER_SM takes _BWD_BULK_FIT_LOW_GBPS: on an H100
+# (GPU time alone, bench/ab_source.py --queued, bf16 32768 rows, h100-2026-11-27-s40/ab-h100-*-bwd-bulk-*.log) one
+# block of 256 threads per SM with up to 128 registers was fastest at 4096 columns: RMSNorm 298.6 -> 278.2 us against
+# its H200 fit (63 registers at one block 314.8, 96 at two 299.6), LayerNorm 313.2 -> 298.4 against its register
+# kernel (its H200 fit had measured slower than that, 317.3 against 306.8, h100-2026-11-27-s39/ab-h100-norm-bwd-1.log).
+# Rows of 8192 columns keep the register kernels there (the bulk fits 0.2-5% slower: RMSNorm's (512, 1, 1) 1.019x,
+# LayerNorm's 604.5 against 576.0 us).
 _BWD_BULK_FIT_LOW_GBPS = {"kk_layer_norm_bwd": ((256, 2, 1),), "kk_rms_norm_bwd": ((256, 2, 1),)}
 _BWD_BULK_STAGES = 3  # S, the kernels' template argument: their shared memory is 2 * S rows
 _BWD_BULK_ROWS = 1  # K, the kernels' rows per reduction (2 measured slower here, s25 held-bulk2.log)
@@ -298,7 +298,7 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
     threads = 32 * cdiv(cdiv(cols // VEC[dtype], packs), 32)
     bulk = []
     if not extra and dtype in _B16 and vec and not tail and r >= 256 and has_clusters(dev):
-        fits = _BWD_BULK_FIT_LOW_GBPS if dram_gbps_per_sm(dev) < _BWD_BULK_LOW_GBPS else _BWD_BULK_FIT
+        fits = _BWD_BULK_FIT_LOW_GBPS if dram_gbps_per_sm(dev) < LOW_DRAM_GBPS_PER_SM else _BWD_BULK_FIT
         bulk = [f for f in fits.get(name, ()) if threads <= f[0]]
     if bulk:
         nt, minb, per_sm = bulk[0]
