@@ -180,6 +180,10 @@ def instantiations():
         sm += [f"kk_softmax_fwd<{t}, 2, 4, 512, true>", f"kk_softmax_fwd<{t}, 2, 8, 512, true>"]
         sm += [f"kk_softmax_bwd<{t}, 2, {m}, 512, true>" for m in (3, 2)] + [f"kk_softmax_bwd<{t}, 4, 2, 512, true>"]
     sm += ["kk_softmax_fwd<float, 2, 8, 512, true>", "kk_softmax_bwd<float, 8, 1, 512, true>"]
+    # ... below LOW_DRAM_GBPS_PER_SM (_HELD_LOW_GBPS)
+    sm += ["kk_softmax_fwd<float, 2, 4, 512, true>"] + [
+        f"kk_softmax_fwd<{t}, 3, 2, 512, true>" for t in ("__half", "__nv_bfloat16")
+    ]
     # warp rows of at most 64 packs (_WARP_FITS)
     sm += [f"kk_softmax_fwd<{t}, 8, 2, 256, true>" for t in ("float", "__half", "__nv_bfloat16")]
     sm += [f"kk_softmax_bwd<{t}, 2, 8, 256, true>" for t in ("float", "__half", "__nv_bfloat16")]

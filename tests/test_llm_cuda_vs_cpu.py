@@ -363,12 +363,16 @@ _BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2, 3, false, 1>"
 
 @pytest.fixture(params=[25.4, 36.5], ids=["H100-bandwidth", "H200-bandwidth"])
 def dram_gbps_per_sm(request, monkeypatch):
-    """The GPU's DRAM bandwidth per SM as the norm backwards' fits see it (LOW_DRAM_GBPS_PER_SM): an H100's and an
-    H200's, so that every sm_90 GPU tests both sets of fits."""
-    monkeypatch.setattr(norms, "dram_gbps_per_sm", lambda dev: request.param)
-    norms._backward_shape.cache_clear()
+    """The GPU's DRAM bandwidth per SM as the norm backwards' and softmax's fits see it (LOW_DRAM_GBPS_PER_SM): an
+    H100's and an H200's, so that every sm_90 GPU tests both sets of fits."""
+    caches = (norms._backward_shape, softmax_module._softmax_shape)
+    for module in (norms, softmax_module):
+        monkeypatch.setattr(module, "dram_gbps_per_sm", lambda dev: request.param)
+    for c in caches:
+        c.cache_clear()
     yield request.param
-    norms._backward_shape.cache_clear()
+    for c in caches:
+        c.cache_clear()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="bulk copies need sm_90+")
@@ -593,7 +597,19 @@ def test_cross_entropy_backward_flat_grid_matches_the_resident_kernel(monkeypatc
 SPLIT_WIDTHS = [8200, 24576, 40960, 65536, 98304, 131072]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("cols", [4096, 6000, 8192])
+def test_softmax_held_rows_at_either_dram_bandwidth(dram_gbps_per_sm, dtype, cols):
+    """The forward's held rows of 4096-8192 columns at an H100's DRAM bandwidth per SM (_HELD_LOW_GBPS: fewer packs per
+    thread) and an H200's (_HELD), with masked positions, agree with the CPU."""
+    shape = softmax_module._softmax_shape("kk_softmax_fwd", dtype, cols, 0, True)
+    assert shape.kernel.name.endswith("512, true>") and shape.per_block == 1, shape.kernel.name
+    x = rand(300, cols, dtype, scale=4)
+    x[0, : cols // 3] = float("-inf")
+    y, yc = both(K.softmax, x)
+    agree(y, yc, dtype)
+
+
 def test_softmax_split_widths_cover_2_to_8_ctas():
     """The widths below take the split launches of every cluster size up to 8 but 7 (ops/softmax.py _SPLIT_FITS)."""
     ctas = {

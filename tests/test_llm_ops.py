@@ -1184,6 +1184,37 @@ def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters
     assert shape.pair == pair and shape.cap == (264 if pair == 1 else 2 * 131)
 
 
+@pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
+def test_softmax_held_rows_by_dram_bandwidth(monkeypatch, gbps_per_sm):
+    """Softmax forward rows of 256-512 threads (4096-8192 columns) take fewer register packs per thread below
+    LOW_DRAM_GBPS_PER_SM (an H100: _HELD_LOW_GBPS), the same fits as from it (an H200: _HELD) elsewhere (no GPU needed:
+    the kernel lookup is a stand-in)."""
+    import importlib
+
+    softmax = importlib.import_module("kernelkit.ops.softmax")
+
+    class Stub:
+        def __init__(self, expr):
+            self.name = expr
+
+    monkeypatch.setattr(softmax, "kernel", lambda family, expr: Stub(expr))
+    monkeypatch.setattr(softmax, "dram_gbps_per_sm", lambda dev: gbps_per_sm)
+    h100 = gbps_per_sm < LOW_DRAM_GBPS_PER_SM
+    bf16, f32 = "kk_softmax_fwd<__nv_bfloat16, ", "kk_softmax_fwd<float, "
+    want = {
+        (torch.bfloat16, 2048): (bf16 + "2, 4, 512, true>", 64),
+        (torch.bfloat16, 4096): (bf16 + "3, 2, 512, true>", 256) if h100 else (bf16 + "2, 4, 512, true>", 128),
+        (torch.bfloat16, 8192): (bf16 + "3, 2, 512, true>", 512) if h100 else (bf16 + "2, 8, 512, true>", 128),
+        (torch.bfloat16, 16384): (bf16 + "2, 8, 512, true>", 256),
+        (torch.float32, 2048): (f32 + "2, 8, 512, true>", 64),
+        (torch.float32, 4096): (f32 + "2, 4, 512, true>", 256) if h100 else (f32 + "2, 8, 512, true>", 128),
+        (torch.float32, 8192): (f32 + "2, 4, 512, true>", 512) if h100 else (f32 + "2, 8, 512, true>", 256),
+    }
+    for (dtype, cols), (name, block) in want.items():
+        s = softmax._softmax_shape.__wrapped__("kk_softmax_fwd", dtype, cols, 0, True)
+        assert (s.kernel.name, s.block) == (name, block), (dtype, cols, s)
+
+
 def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
     """Softmax rows of at most 32 x packs (one warp each, 8 rows per 256-thread block) take the first instantiation in
     _WARP_FITS whose register packs hold them; wider rows take a block each (no GPU needed: the kernel lookup and the
@@ -1199,6 +1230,7 @@ def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
     monkeypatch.setattr(softmax, "kernel", lambda family, expr: Stub(expr))
     monkeypatch.setattr(softmax, "resident_blocks", lambda k, block, dev, smem=0: 7)
     monkeypatch.setattr(softmax, "row_cache_bytes", lambda *args: 0)
+    monkeypatch.setattr(softmax, "dram_gbps_per_sm", lambda dev: 36.5)
 
     def shape(name, cols, dtype=torch.bfloat16):
         return softmax._softmax_shape.__wrapped__(name, dtype, cols, 0, True)

@@ -14,11 +14,13 @@ from kernelkit.library import Out, TensorSpec, like, op
 from kernelkit.ops._runtime import (
     CTYPE,
     FLOATS,
+    LOW_DRAM_GBPS_PER_SM,
     VEC,
     RowShape,
     acc_dtype,
     cdiv,
     check_stats,
+    dram_gbps_per_sm,
     held_loss_scratch,
     kernel,
     resident_blocks,
@@ -49,6 +51,14 @@ _HELD = {
     ("kk_softmax_fwd", 4): ((8, 2, 32),),
     ("kk_softmax_bwd", 2): ((2, 3, 384), (2, 2, 32), (4, 2, 32)),
     ("kk_softmax_bwd", 4): ((8, 1, 32),),
+}
+# Below _runtime.LOW_DRAM_GBPS_PER_SM the forward's rows of 256-512 threads (4096-8192 columns) take fewer packs per
+# thread: on an H100 (GPU time alone, bench/ab_source.py --queued, h100-2026-11-27-s40/ab-h100-softmax-fwd-held.log)
+# float32 at 4 packs 357.3 -> 356.6 us (4096), 710.9 -> 705.9 (8192); bf16 at 2 packs and three blocks per SM 181.2 ->
+# 180.9, 358.0 -> 356.0.
+_HELD_LOW_GBPS = _HELD | {
+    ("kk_softmax_fwd", 2): ((2, 3, 256), *_HELD["kk_softmax_fwd", 2]),
+    ("kk_softmax_fwd", 4): ((4, 2, 256), *_HELD["kk_softmax_fwd", 4]),
 }
 # Rows beyond one block's registers (on sm_90+, 16-byte path) are split over a cluster of up to 16 CTAs
 # (_runtime.SPLIT_MAX_CTAS), each holding its part in registers: (register packs per thread, minimum blocks per SM)
@@ -103,7 +113,8 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: b
     pack_bytes = vec * (16 // VEC[dtype])  # 16 bytes on the vector path, one element otherwise
     nv = cols // vec
     ct = CTYPE[dtype]
-    for packs, minb, threads in _HELD.get((name, dtype.itemsize), ()):
+    held = _HELD_LOW_GBPS if dram_gbps_per_sm(dev) < LOW_DRAM_GBPS_PER_SM else _HELD
+    for packs, minb, threads in held.get((name, dtype.itemsize), ()):
         if packs * threads <= nv <= packs * 512 and nv > packs * 32:
             k = kernel("softmax", f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true>")
             return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62)
