@@ -1047,7 +1047,7 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
 // KEEP_AT_ONE: grad already holds the gradient for a loss gradient of 1 (kk_cross_entropy_held's, with scale_stride
 // 0): every block returns at once when row_scale[0] is 1, and otherwise rewrites grad, to the same bits. Launched
 // dependent (programmatic dependent launch): its blocks wait in kk::pdl_wait for the kernel before it.
-// MAXR: at 48 registers 5 blocks of 256 threads fit an SM, at 80 three: 12-14% faster at 256-512 columns, even at
+// MAXR: at 48 registers 5 blocks of 256 threads fit an SM, at 80 three: 3-14% faster at 64-512 columns, within 1% at
 // 1024-4096 (H100, bench/results/h100-2026-11-27-s40/ab-ce-bwd-maxr48.log). A float64 tensor or scale keeps 80: at 48
 // a float64 scale spills.
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(MAXR)), any grid, no dynamic shared memory:
