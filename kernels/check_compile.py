@@ -172,6 +172,9 @@ def instantiations():
     sm += [f"{h}{c}>" for h in held_split for c in ("", ", 2", ", 3", ", 4", ", 8", ", 16")]
     sm += ["kk_cross_entropy_count<8>"] + [f"kk_cross_entropy_mean<float, {o}, 8>" for o in TYPES]
     sm += [f"kk_cross_entropy_bwd<{t}, {o}, true>" for t in ("float", "__half", "__nv_bfloat16") for o in TYPES]
+    # ... at 48 registers, for rows of at most 512 columns (_CE_BWD_LEAN_COLS), neither type float64
+    lean = [(t, o) for t in ("float", "__half", "__nv_bfloat16") for o in ("float", "__half", "__nv_bfloat16")]
+    sm += [f"kk_cross_entropy_bwd<{t}, {o}, {k}, 48>" for t, o in lean for k in ("false", "true")]
     # the backward in one pass of a flat grid (ops/softmax.py _CE_BWD_FLAT), reading the scale in each dtype
     flat = [("float", 4), ("__half", 8), ("__nv_bfloat16", 8)]
     sm += [f"kk_cross_entropy_bwd_flat<{t}, {o}, {p}>" for t, p in flat for o in TYPES]

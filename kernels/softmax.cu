@@ -1047,14 +1047,13 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
 // KEEP_AT_ONE: grad already holds the gradient for a loss gradient of 1 (kk_cross_entropy_held's, with scale_stride
 // 0): every block returns at once when row_scale[0] is 1, and otherwise rewrites grad, to the same bits. Launched
 // dependent (programmatic dependent launch): its blocks wait in kk::pdl_wait for the kernel before it.
-// MAXR: at 48 registers 5 blocks of 256 threads fit an SM, at 80 three: 3-14% faster at 64-512 columns, within 1% at
-// 1024-4096 (H100, bench/results/h100-2026-11-27-s40/ab-ce-bwd-maxr48.log). A float64 tensor or scale keeps 80: at 48
-// a float64 scale spills.
+// MAXR: the host takes 48 for rows of at most 512 columns (ops/softmax.py _CE_BWD_LEAN_COLS; not float64, whose scale
+// spills at 48): 5 blocks of 256 threads per SM where 80 fit three.
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(MAXR)), any grid, no dynamic shared memory:
 //   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
 template <typename T, typename S = typename kk::Acc<T>::type, bool KEEP_AT_ONE = false,
-          int MAXR = sizeof(T) == 8 || sizeof(S) == 8 ? 80 : 48>
+          int MAXR = 80>
 __global__ void __maxnreg__(MAXR) kk_cross_entropy_bwd(const T* logits, const long long* target,
                                                              const typename kk::Acc<T>::type* stats,
                                                              const S* row_scale, long long scale_stride,

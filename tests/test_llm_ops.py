@@ -1184,6 +1184,37 @@ def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters
     assert shape.pair == pair and shape.cap == (264 if pair == 1 else 2 * 131)
 
 
+def test_cross_entropy_backward_rows_up_to_512_columns_take_48_registers(monkeypatch):
+    """kk_cross_entropy_bwd runs its 48-register instantiation (MAXR) on rows of at most _CE_BWD_LEAN_COLS columns,
+    KEEP_AT_ONE or not, unless the logits or the scale are float64; wider rows take the default 80 (no GPU needed:
+    the kernel lookup and the occupancy are stand-ins)."""
+    import importlib
+
+    softmax = importlib.import_module("kernelkit.ops.softmax")
+
+    class Stub:
+        def __init__(self, expr):
+            self.name = expr
+
+    monkeypatch.setattr(softmax, "kernel", lambda family, expr: Stub(expr))
+    monkeypatch.setattr(softmax, "resident_blocks", lambda k, block, dev, smem=0: 5)
+    bf16, f32, f64 = torch.bfloat16, torch.float32, torch.float64
+    want = {
+        (bf16, 512, f32, False): "kk_cross_entropy_bwd<__nv_bfloat16, float, false, 48>",
+        (bf16, 256, bf16, True): "kk_cross_entropy_bwd<__nv_bfloat16, __nv_bfloat16, true, 48>",
+        (f32, 64, f32, False): "kk_cross_entropy_bwd<float, float, false, 48>",
+        (bf16, 520, f32, False): "kk_cross_entropy_bwd<__nv_bfloat16, float>",
+        (bf16, 4096, f32, True): "kk_cross_entropy_bwd<__nv_bfloat16, float, true>",
+        (bf16, 256, f64, False): "kk_cross_entropy_bwd<__nv_bfloat16, double>",
+        (f64, 256, f64, False): "kk_cross_entropy_bwd<double, double>",
+    }
+    for (dtype, cols, second, keep), name in want.items():
+        k, *_ = softmax._ce_shape.__wrapped__("kk_cross_entropy_bwd", dtype, cols, 0, second, keep)
+        assert k.name == name, (dtype, cols, second, keep)
+    k, *_ = softmax._ce_shape.__wrapped__("kk_cross_entropy_loss", bf16, 256, 0, f32)
+    assert k.name == "kk_cross_entropy_loss<__nv_bfloat16, float>"
+
+
 @pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
 def test_softmax_held_rows_by_dram_bandwidth(monkeypatch, gbps_per_sm):
     """Softmax forward rows of 256-512 threads (4096-8192 columns) take fewer register packs per thread below

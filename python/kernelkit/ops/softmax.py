@@ -221,6 +221,11 @@ def _ce_bwd_cpu(logits, target, stats, row_scale, ignore_index, label_smoothing,
 # 0.6% at most where it rewrites the gradient (float32 32768 x 8192 1046.1 -> 1052.7; bench/exp_ce_keep_waves.py,
 # h200-2026-11-27-s36/ce-keep-waves.log).
 _KEEP_WAVES = 1
+# Rows of at most this many columns take kk_cross_entropy_bwd compiled at 48 registers (MAXR; 5 blocks of 256 threads
+# per SM, against 3 at 80; not float64). GPU time at 64-512 columns: 3-14% less on an H100, 4-19% on an H200; at 1024
+# columns -1.0-+1.1%, and bf16 32768 x 4096 3% slower on the H200, so wider rows keep 80 (bench/ab_source.py --queued,
+# h100-2026-11-27-s40/ab-ce-bwd-maxr48.log, h200-2026-11-27-s40/ab-h200-warp-rows-old.log and ab-h200-ce-bwd-lean.log).
+_CE_BWD_LEAN_COLS = 512
 _LOSS_MAX_BLOCKS = 2047  # kk_sm::kLossMaxBlocks: the reduced loss counts its blocks' arrivals in 11 bits
 
 
@@ -232,8 +237,9 @@ def _ce_shape(
     kernel's second template type, where it has one (the backward's scale, the reduced loss's output); ``keep``:
     the backward's KEEP_AT_ONE instantiation."""
     expr = f"{name}<{CTYPE[dtype]}, {CTYPE[second]}>" if second else f"{name}<{CTYPE[dtype]}>"
-    if keep:
-        expr = f"{expr[:-1]}, true>"
+    lean = name == "kk_cross_entropy_bwd" and cols <= _CE_BWD_LEAN_COLS and max(dtype.itemsize, second.itemsize) < 8
+    if keep or lean:
+        expr = f"{expr[:-1]}, {str(keep).lower()}{', 48' if lean else ''}>"
     k = kernel("softmax", expr)
     nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
     warp_rows = nv <= 2048  # kWarpRowPacks
