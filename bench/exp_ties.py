@@ -8,6 +8,7 @@ control, kernelkit against a second copy of its own calls timed as another imple
 identical implementations read on the same machine.
 
     python3 bench/exp_ties.py --rounds 40 --out ties.json
+    python3 bench/exp_ties.py --cells h100-s40 --rounds 20 --out ties-h100.json
 """
 
 from __future__ import annotations
@@ -21,16 +22,26 @@ import torch
 
 from kernelkit.bench import _job_calls, _time_interleaved, copy_bandwidth, environment, op_cases
 
-# (case, dtype, rows x cols, the implementation it ties with) from the session-31 runs (bench/NOTES.md).
-CELLS = [
-    ("rms_norm", torch.float32, (32768, 4096), "torch.compile"),
-    ("rms_norm", torch.float32, (32768, 8192), "torch.compile"),
-    ("rms_norm", torch.bfloat16, (32768, 8192), "torch.compile"),
-    ("layer_norm", torch.float32, (32768, 4096), "torch.compile"),
-    ("softmax_backward", torch.bfloat16, (32768, 4096), "torch.compile"),
-    ("rope", torch.float32, (32768, 4096), "torch.compile"),
-    ("add_rms_norm_backward", torch.float32, (32768, 8192), "liger"),
-]
+# (case, dtype, rows x cols, the implementation it ties with) by set (--cells): the H200's from the session-31 runs,
+# the H100's from session 40's (bench/NOTES.md).
+CELLS = {
+    "h200-s31": [
+        ("rms_norm", torch.float32, (32768, 4096), "torch.compile"),
+        ("rms_norm", torch.float32, (32768, 8192), "torch.compile"),
+        ("rms_norm", torch.bfloat16, (32768, 8192), "torch.compile"),
+        ("layer_norm", torch.float32, (32768, 4096), "torch.compile"),
+        ("softmax_backward", torch.bfloat16, (32768, 4096), "torch.compile"),
+        ("rope", torch.float32, (32768, 4096), "torch.compile"),
+        ("add_rms_norm_backward", torch.float32, (32768, 8192), "liger"),
+    ],
+    "h100-s40": [
+        ("layer_norm", torch.bfloat16, (32768, 4096), "liger"),
+        ("layer_norm", torch.bfloat16, (32768, 8192), "torch.compile"),
+        ("softmax", torch.bfloat16, (32768, 4096), "liger"),
+        ("softmax", torch.float32, (32768, 4096), "torch.compile"),
+        ("softmax_backward", torch.bfloat16, (32768, 4096), "torch.compile"),
+    ],
+}
 SELF = "kernelkit again"  # the A/A control
 
 
@@ -83,13 +94,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--calls", type=int, default=10, help="calls per implementation per round")
-    ap.add_argument("--only", nargs="*", help="case names to time (default: every cell)")
+    ap.add_argument("--cells", choices=sorted(CELLS), default="h200-s31", help="the set of cells")
+    ap.add_argument("--only", nargs="*", help="case names to time (default: every cell of the set)")
     ap.add_argument("--out")
     a = ap.parse_args()
     copy = copy_bandwidth()
     print(f"copy {copy:.0f} GB/s, {a.rounds} rounds of {a.calls} calls; ratio: other / kernelkit, >1 kernelkit faster")
     results = []
-    for name, dtype, size, other in CELLS:
+    for name, dtype, size, other in CELLS[a.cells]:
         if a.only and name not in a.only:
             continue
         r = time_cell(name, dtype, size, other, a.rounds, a.calls, copy)

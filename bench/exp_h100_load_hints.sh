@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The cells where an H100 still trails Liger or torch.compile at 32768 x 4096-8192 (bench/exp_ties.py --cells h100-s40:
+# layer_norm bf16 4096 0.986x Liger, 8192 0.992x torch.compile; softmax bf16 4096 0.987x Liger, float32 4096 0.996x
+# torch.compile), with the rows' load hints (kk::Load) chosen on an H200 (session 17) tried again, GPU time alone
+# (ab_source.py --queued). On the GPU machine: OUT=$OUT bash bench/gpu_run.sh h100-load-hints.
+set -uo pipefail
+export PYTHONPATH=/tmp/kk-site KERNELKIT_CACHE_DIR=/tmp/kernelkit-cache PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/kernelkit-out}
+cd "$(dirname "$0")" || exit 1
+ab() {  # LOG, FAMILY, then ab_source.py's arguments
+  local log=$1 family=$2
+  shift 2
+  python3 ab_source.py --family "$family" --queued --rounds 4 "$@" 2>&1 | tee "$OUT/$log" | tail -6
+}
+softmax="softmax:bfloat16:32768x4096 softmax:bfloat16:32768x8192 softmax:float32:32768x4096 softmax:float32:32768x8192"
+softmax="$softmax softmax_backward:bfloat16:32768x4096"
+ln="layer_norm:bfloat16:32768x4096 layer_norm:bfloat16:32768x8192 layer_norm:float32:32768x4096"
+for hint in kNc kPlain; do
+  # shellcheck disable=SC2086
+  ab "ab-h100-softmax-ld-$hint.log" softmax --sub 'constexpr int kSoftmaxLd = sizeof\(T\) == 8 \? kk::kNc : kk::kKeep;' \
+    "constexpr int kSoftmaxLd = kk::$hint;" $softmax
+done
+for hint in kKeep kPlain; do
+  # shellcheck disable=SC2086
+  ab "ab-h100-layer_norm-ld-$hint.log" norms --sub 'kLnFwdLd = kk::kNc' "kLnFwdLd = kk::$hint" $ln
+done
