@@ -1052,8 +1052,7 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(MAXR)), any grid, no dynamic shared memory:
 //   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
-template <typename T, typename S = typename kk::Acc<T>::type, bool KEEP_AT_ONE = false,
-          int MAXR = 80>
+template <typename T, typename S = typename kk::Acc<T>::type, bool KEEP_AT_ONE = false, int MAXR = 80>
 __global__ void __maxnreg__(MAXR) kk_cross_entropy_bwd(const T* logits, const long long* target,
                                                              const typename kk::Acc<T>::type* stats,
                                                              const S* row_scale, long long scale_stride,
