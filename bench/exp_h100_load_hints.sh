@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The cells where an H100 still trails Liger or torch.compile at 32768 x 4096-8192 (bench/exp_ties.py --cells h100-s40:
 # layer_norm bf16 4096 0.986x Liger, 8192 0.992x torch.compile; softmax bf16 4096 0.987x Liger, float32 4096 0.996x
-# torch.compile), with the rows' load hints (kk::Load) chosen on an H200 (session 17) tried again, GPU time alone
-# (ab_source.py --queued). On the GPU machine: OUT=$OUT bash bench/gpu_run.sh h100-load-hints.
+# torch.compile), with the rows' load hints (kk::Load) chosen on an H200 (session 17) tried again, and the held rows'
+# outputs stored evict-first (st.global.cs), as Liger's softmax stores them (its loads are .ca: kPlain), GPU time
+# alone (ab_source.py --queued). On the GPU machine: OUT=$OUT bash bench/gpu_run.sh h100-load-hints.
 set -uo pipefail
 export PYTHONPATH=/tmp/kk-site KERNELKIT_CACHE_DIR=/tmp/kernelkit-cache PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/kernelkit-out}
@@ -24,3 +25,15 @@ for hint in kKeep kPlain; do
   # shellcheck disable=SC2086
   ab "ab-h100-layer_norm-ld-$hint.log" norms --sub 'kLnFwdLd = kk::kNc' "kLnFwdLd = kk::$hint" $ln
 done
+# evict-first stores of the held rows (softmax's forward; LayerNorm's forward, the second such store in norms.cu)
+sm_st=('store_vec<W, SPLIT>\(yr \+ p \* W' 'store_vec<W, true>(yr + p * W')
+sm_ld=('constexpr int kSoftmaxLd = sizeof\(T\) == 8 \? kk::kNc : kk::kKeep;' 'constexpr int kSoftmaxLd = kk::kPlain;')
+# shellcheck disable=SC2086
+ab ab-h100-softmax-st-cs.log softmax --sub "${sm_st[@]}" $softmax
+# shellcheck disable=SC2086
+ab ab-h100-softmax-ld-kPlain-st-cs.log softmax --sub "${sm_st[@]}" --sub "${sm_ld[@]}" $softmax
+ln_st=('(kLnFwdLd>\(b \+ p \* W\), c\);[\s\S]*?)store_vec<W, SPLIT>\(y \+ off' '\1store_vec<W, true>(y + off')
+# shellcheck disable=SC2086
+ab ab-h100-layer_norm-st-cs.log norms --sub "${ln_st[@]}" $ln
+# shellcheck disable=SC2086
+ab ab-h100-layer_norm-ld-kPlain-st-cs.log norms --sub "${ln_st[@]}" --sub 'kLnFwdLd = kk::kNc' 'kLnFwdLd = kk::kPlain' $ln
