@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import kernelkit.ops as K
-from kernelkit.ops import norms
+from kernelkit.ops import _runtime, norms
 from kernelkit.ops._runtime import (
     CTYPE,
     LOW_DRAM_GBPS_PER_SM,
@@ -366,8 +366,7 @@ def dram_gbps_per_sm(request, monkeypatch):
     """The GPU's DRAM bandwidth per SM as the norm backwards' and softmax's fits see it (LOW_DRAM_GBPS_PER_SM): an
     H100's and an H200's, so that every sm_90 GPU tests both sets of fits."""
     caches = (norms._backward_shape, softmax_module._softmax_shape)
-    for module in (norms, softmax_module):
-        monkeypatch.setattr(module, "dram_gbps_per_sm", lambda dev: request.param)
+    monkeypatch.setattr(_runtime, "dram_gbps_per_sm", lambda dev: request.param)
     for c in caches:
         c.cache_clear()
     yield request.param

@@ -1099,41 +1099,54 @@ def test_second_gpu(op):
         close(a1.to("cuda:0"), a0, torch.float32, floor=case.floor)
 
 
+class _StubKernel:
+    """A compiled kernel's stand-in for the launch-shape tests (no GPU needed): named by the expression asked for, with
+    a fixed occupancy and number of active clusters."""
+
+    def __init__(self, expr: str, occupancy: int = 2, clusters: int = 0):
+        self.name, self._occupancy, self._clusters = expr, occupancy, clusters
+
+    def occupancy(self, *args):
+        return self._occupancy
+
+    def max_active_clusters(self, *args):
+        return self._clusters
+
+
+def _stub_kernels(monkeypatch, name: str, gbps_per_sm: float = 36.5, **stub):
+    """kernelkit.ops.<name> (the module: ops exports functions of the same names) with its kernels as _StubKernel
+    (``stub``: their occupancy and clusters) on a GPU of ``gbps_per_sm`` DRAM bandwidth per SM (an H200's unless
+    given)."""
+    import importlib
+
+    from kernelkit.ops import _runtime
+
+    module = importlib.import_module(f"kernelkit.ops.{name}")
+    monkeypatch.setattr(module, "kernel", lambda family, expr: _StubKernel(expr, **stub))
+    monkeypatch.setattr(_runtime, "dram_gbps_per_sm", lambda dev: gbps_per_sm)
+    return module
+
+
 @pytest.mark.parametrize("gbps_per_sm, items", [(25.4, 1), (36.5, 2)], ids=["H100", "H200"])
 def test_rope_items_per_thread_by_dram_bandwidth(monkeypatch, gbps_per_sm, items):
     """rope takes one item per thread below LOW_DRAM_GBPS_PER_SM of DRAM bandwidth per SM (an H100), two from it (an
-    H200), in 128-thread blocks (no GPU needed: the kernel lookup is a stand-in)."""
-    import importlib
-
-    activations = importlib.import_module("kernelkit.ops.activations")
-    monkeypatch.setattr(activations, "kernel", lambda family, expr: expr)
-    monkeypatch.setattr(activations, "dram_gbps_per_sm", lambda dev: gbps_per_sm)
+    H200), in 128-thread blocks."""
+    activations = _stub_kernels(monkeypatch, "activations", gbps_per_sm)
     for backward in (0, 1):
-        name, block, per_block = activations._rope_shape.__wrapped__(torch.float32, bool(backward), 0)
-        assert (name, block, per_block) == (f"kk_rope<float, {backward}, {items}>", 128, 128 * items)
+        k, block, per_block = activations._rope_shape.__wrapped__(torch.float32, bool(backward), 0)
+        assert (k.name, block, per_block) == (f"kk_rope<float, {backward}, {items}>", 128, 128 * items)
 
 
 @pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
 def test_bulk_backward_fits_by_dram_bandwidth(monkeypatch, gbps_per_sm):
     """The 16-bit norm backwards take _BWD_BULK_FIT_LOW_GBPS below LOW_DRAM_GBPS_PER_SM of DRAM bandwidth per SM (an
     H100: one block of 256 threads per SM, up to 4096 columns), _BWD_BULK_FIT from it (an H200: LayerNorm's up to 8192
-    columns); other rows keep the register kernels (no GPU needed: the kernels are stand-ins)."""
-    from kernelkit.ops import _runtime, norms
+    columns); other rows keep the register kernels."""
+    from kernelkit.ops import _runtime
 
-    class Stub:
-        def __init__(self, expr):
-            self.name = expr
-
-        def occupancy(self, *args):
-            return 2
-
-        def max_active_clusters(self, *args):
-            return 66
-
-    monkeypatch.setattr(norms, "kernel", lambda family, expr: Stub(expr))
+    norms = _stub_kernels(monkeypatch, "norms", gbps_per_sm, clusters=66)
     monkeypatch.setattr(norms, "has_clusters", lambda dev: True)
     monkeypatch.setattr(norms, "sm_count", lambda dev: 132)
-    monkeypatch.setattr(norms, "dram_gbps_per_sm", lambda dev: gbps_per_sm)
     monkeypatch.setattr(_runtime, "sm_count", lambda dev: 132)
     h100 = gbps_per_sm < LOW_DRAM_GBPS_PER_SM
     want = {
@@ -1160,21 +1173,11 @@ def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters
     """The held 16-bit bulk backward runs as clusters of two blocks that add up their partials, on a grid that is a
     multiple of two; where the device reports that no such cluster fits, as single blocks (no GPU needed: the kernel
     is a stand-in that reports occupancy 2 and ``clusters``)."""
-    from kernelkit.ops import _runtime, norms
+    from kernelkit.ops import _runtime
 
-    class Stub:
-        name = "stub"
-
-        def occupancy(self, *args):
-            return 2
-
-        def max_active_clusters(self, *args):
-            return clusters
-
-    monkeypatch.setattr(norms, "kernel", lambda family, expr: Stub())
+    norms = _stub_kernels(monkeypatch, "norms", clusters=clusters)  # an H200's bandwidth: LayerNorm takes its bulk fit
     monkeypatch.setattr(norms, "has_clusters", lambda dev: True)
     monkeypatch.setattr(norms, "sm_count", lambda dev: 132)
-    monkeypatch.setattr(norms, "dram_gbps_per_sm", lambda dev: 36.5)  # an H200's: LayerNorm takes its bulk fit
     monkeypatch.setattr(_runtime, "sm_count", lambda dev: 132)
     norms._backward_shape.cache_clear()
     try:
@@ -1188,15 +1191,7 @@ def test_cross_entropy_backward_rows_up_to_512_columns_take_48_registers(monkeyp
     """kk_cross_entropy_bwd runs its 48-register instantiation (MAXR) on rows of at most _CE_BWD_LEAN_COLS columns,
     KEEP_AT_ONE or not, unless the logits or the scale are float64; wider rows take the default 80 (no GPU needed:
     the kernel lookup and the occupancy are stand-ins)."""
-    import importlib
-
-    softmax = importlib.import_module("kernelkit.ops.softmax")
-
-    class Stub:
-        def __init__(self, expr):
-            self.name = expr
-
-    monkeypatch.setattr(softmax, "kernel", lambda family, expr: Stub(expr))
+    softmax = _stub_kernels(monkeypatch, "softmax")
     monkeypatch.setattr(softmax, "resident_blocks", lambda k, block, dev, smem=0: 5)
     bf16, f32, f64 = torch.bfloat16, torch.float32, torch.float64
     want = {
@@ -1220,16 +1215,7 @@ def test_softmax_held_rows_by_dram_bandwidth(monkeypatch, gbps_per_sm):
     """Softmax forward rows of 256-512 threads (4096-8192 columns) take fewer register packs per thread below
     LOW_DRAM_GBPS_PER_SM (an H100: _HELD_LOW_GBPS), the same fits as from it (an H200: _HELD) elsewhere (no GPU needed:
     the kernel lookup is a stand-in)."""
-    import importlib
-
-    softmax = importlib.import_module("kernelkit.ops.softmax")
-
-    class Stub:
-        def __init__(self, expr):
-            self.name = expr
-
-    monkeypatch.setattr(softmax, "kernel", lambda family, expr: Stub(expr))
-    monkeypatch.setattr(softmax, "dram_gbps_per_sm", lambda dev: gbps_per_sm)
+    softmax = _stub_kernels(monkeypatch, "softmax", gbps_per_sm)
     h100 = gbps_per_sm < LOW_DRAM_GBPS_PER_SM
     bf16, f32 = "kk_softmax_fwd<__nv_bfloat16, ", "kk_softmax_fwd<float, "
     want = {
@@ -1250,18 +1236,9 @@ def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
     """Softmax rows of at most 32 x packs (one warp each, 8 rows per 256-thread block) take the first instantiation in
     _WARP_FITS whose register packs hold them; wider rows take a block each (no GPU needed: the kernel lookup and the
     occupancy are stand-ins)."""
-    import importlib
-
-    softmax = importlib.import_module("kernelkit.ops.softmax")
-
-    class Stub:
-        def __init__(self, expr):
-            self.name = expr
-
-    monkeypatch.setattr(softmax, "kernel", lambda family, expr: Stub(expr))
+    softmax = _stub_kernels(monkeypatch, "softmax")
     monkeypatch.setattr(softmax, "resident_blocks", lambda k, block, dev, smem=0: 7)
     monkeypatch.setattr(softmax, "row_cache_bytes", lambda *args: 0)
-    monkeypatch.setattr(softmax, "dram_gbps_per_sm", lambda dev: 36.5)
 
     def shape(name, cols, dtype=torch.bfloat16):
         return softmax._softmax_shape.__wrapped__(name, dtype, cols, 0, True)

@@ -62,6 +62,11 @@ def dram_gbps_per_sm(device: int) -> float:
 LOW_DRAM_GBPS_PER_SM = 30.0
 
 
+def low_dram_bandwidth(device: int) -> bool:
+    """Whether ``device`` takes the launch fits kept for less DRAM bandwidth per SM (LOW_DRAM_GBPS_PER_SM)."""
+    return dram_gbps_per_sm(device) < LOW_DRAM_GBPS_PER_SM
+
+
 @functools.cache
 def has_clusters(device: int) -> bool:
     """Whether ``device`` runs thread-block clusters (sm_90+)."""

@@ -12,7 +12,7 @@ import torch
 from kernelkit import _native
 from kernelkit.jit import Kernel
 from kernelkit.library import TensorSpec, like, op
-from kernelkit.ops._runtime import CTYPE, FLOATS, LOW_DRAM_GBPS_PER_SM, VEC, cdiv, dram_gbps_per_sm, kernel
+from kernelkit.ops._runtime import CTYPE, FLOATS, VEC, cdiv, kernel, low_dram_bandwidth
 
 # Launch shapes, measured with bench/sweep_llm.py on an H200 at 32768 x 4096 and 8192: one pass over the data
 # (the kernels grid-stride, so any grid is correct; grids capped at 4 waves were 2-8% slower); swiglu in
@@ -33,7 +33,7 @@ def _swiglu_shape(name: str, dtype: torch.dtype) -> Tuple[Kernel, int, int]:
 @functools.cache
 def _rope_shape(dtype: torch.dtype, backward: bool, dev: int) -> Tuple[Kernel, int, int]:
     """(kernel, block, items per block) on device ``dev``."""
-    items = 1 if dram_gbps_per_sm(dev) < LOW_DRAM_GBPS_PER_SM else 2
+    items = 1 if low_dram_bandwidth(dev) else 2
     return kernel("activations", f"kk_rope<{CTYPE[dtype]}, {int(backward)}, {items}>"), 128, 128 * items
 
 

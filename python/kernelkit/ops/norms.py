@@ -19,16 +19,15 @@ from kernelkit.ops._runtime import (
     BLOCK,
     CTYPE,
     FLOATS,
-    LOW_DRAM_GBPS_PER_SM,
     PORTABLE_CTAS,
     VEC,
     RowShape,
     acc_dtype,
     cdiv,
     check_stats,
-    dram_gbps_per_sm,
     has_clusters,
     kernel,
+    low_dram_bandwidth,
     pow2ceil,
     resident_blocks,
     row_cache_bytes,
@@ -298,7 +297,7 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: boo
     threads = 32 * cdiv(cdiv(cols // VEC[dtype], packs), 32)
     bulk = []
     if not extra and dtype in _B16 and vec and not tail and r >= 256 and has_clusters(dev):
-        fits = _BWD_BULK_FIT_LOW_GBPS if dram_gbps_per_sm(dev) < LOW_DRAM_GBPS_PER_SM else _BWD_BULK_FIT
+        fits = _BWD_BULK_FIT_LOW_GBPS if low_dram_bandwidth(dev) else _BWD_BULK_FIT
         bulk = [f for f in fits.get(name, ()) if threads <= f[0]]
     if bulk:
         nt, minb, per_sm = bulk[0]

@@ -14,15 +14,14 @@ from kernelkit.library import Out, TensorSpec, like, op
 from kernelkit.ops._runtime import (
     CTYPE,
     FLOATS,
-    LOW_DRAM_GBPS_PER_SM,
     VEC,
     RowShape,
     acc_dtype,
     cdiv,
     check_stats,
-    dram_gbps_per_sm,
     held_loss_scratch,
     kernel,
+    low_dram_bandwidth,
     resident_blocks,
     row_cache_bytes,
     scratch,
@@ -113,8 +112,8 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: b
     pack_bytes = vec * (16 // VEC[dtype])  # 16 bytes on the vector path, one element otherwise
     nv = cols // vec
     ct = CTYPE[dtype]
-    held = _HELD_LOW_GBPS if dram_gbps_per_sm(dev) < LOW_DRAM_GBPS_PER_SM else _HELD
-    for packs, minb, threads in held.get((name, dtype.itemsize), ()):
+    held_fits = _HELD_LOW_GBPS if low_dram_bandwidth(dev) else _HELD
+    for packs, minb, threads in held_fits.get((name, dtype.itemsize), ()):
         if packs * threads <= nv <= packs * 512 and nv > packs * 32:
             k = kernel("softmax", f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true>")
             return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62)
