@@ -94,6 +94,8 @@ def instantiations():
     norms += [f"kk_column_sum<{t}>" for t in TYPES]
     # the other forward fits of ops/norms.py (_FWD_FIT)
     norms += ["kk_layer_norm_fwd<float, false, 4, 1>", "kk_layer_norm_fwd<float, false, 4, 3>"]
+    # _FWD_KEEP_LOW_GBPS
+    norms += [f"kk_layer_norm_fwd<{t}, false, 4, 2, false, 0, kk::kKeep>" for t in ("__half", "__nv_bfloat16")]
     # ops/norms.py _WIDE_FIT
     norms += ["kk_layer_norm_fwd_wide<float, 2, 4>", "kk_layer_norm_fwd_wide<float, 4, 3>"]
     norms += [f"kk_rms_norm_fwd_wide<{t}, 2, 4>" for t in ("float", "__half", "__nv_bfloat16")]

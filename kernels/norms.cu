@@ -40,7 +40,8 @@ template <typename T> constexpr int kNpBwd = sizeof(T) == 4 ? 4 : 2;
 // rows 1-10% slower (weights: within 1%), the 16-bit backwards' rows 1-4% slower; the lean float LayerNorm forward
 // (ln_fwd_wide_run) 3-4% faster (bench/exp_looped_rows.py ln_modes). LayerNorm's rows split over a cluster, once their
 // weights came from shared memory: float32 8192 x 65536 1141.9 -> 1112.8 us, bf16 598.8 -> 598.7, while its held
-// bf16 rows stayed 0.8-1.8% slower (h200-2026-11-23-s20/ab-ln-keep.json).
+// bf16 rows stayed 0.8-1.8% slower (h200-2026-11-23-s20/ab-ln-keep.json). An H100 measured kKeep 0.6-0.8% faster for the
+// 16-bit LayerNorm forward's rows beyond 2048 columns: kk_layer_norm_fwd's LD (ops/norms.py _FWD_KEEP_LOW_GBPS).
 constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc, kLnSplitLd = kk::kKeep, kLnWideLd = kk::kKeep;
 // Split forwards on a fixed geometry (the kernels' CTAS, kk::kFixedThreads): LayerNorm's kLnFmaOut
 // writes one-pass rows as fma(fma(x, rs, -mu * rs), w, b): 0.6-1.2% faster at 8192 x 65536 and 4096 x 131072, 16-bit
@@ -361,7 +362,7 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
 // when mu^2 <= var, where the cancellation at most doubles the rounding error of the two-pass form; otherwise (and
 // for NaN) sum (x - mu)^2 in a second pass, as rows without ONEPASS always do. A split row adds its CTAs' sums
 // over the cluster: one exchange per row, two where the second pass runs.
-template <int NP, int W, bool TAIL, bool SPLIT, bool ONEPASS, typename T, int CTAS = 0>
+template <int NP, int W, bool TAIL, bool SPLIT, bool ONEPASS, typename T, int CTAS = 0, int LD = kLnFwdLd>
 __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                            T* __restrict__ y, acc_t<T>* __restrict__ mean,
                                            acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
@@ -379,7 +380,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
   const A acols = A(cols);
   const RowCache<W, T> cache = TAIL ? row_cache<W, T>(NP * R) : RowCache<W, T>{nullptr, 0, 0};
   static_assert(ONEPASS || !SPLIT, "split rows take the one-pass sums");
-  constexpr int kRowLd = SPLIT ? kLnSplitLd : kLnFwdLd;
+  constexpr int kRowLd = SPLIT ? kLnSplitLd : LD;
   const T* const wb[2] = {w, b};
   const auto params = SPLIT ? stage_params<2, NP, W>(wb, tx, R, cv) : ParamSlots<2, NP, W, T>{};
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
@@ -482,8 +483,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
             kk::vec_to_acc(params.get(0, k), g);
             kk::vec_to_acc(params.get(1, k), c);
           } else {
-            kk::vec_to_acc(load_vec<W, kLnFwdLd>(w + p * W), g);
-            kk::vec_to_acc(load_vec<W, kLnFwdLd>(b + p * W), c);
+            kk::vec_to_acc(load_vec<W, LD>(w + p * W), g);
+            kk::vec_to_acc(load_vec<W, LD>(b + p * W), c);
           }
 #pragma unroll
           for (int j = 0; j < W; ++j)
@@ -1230,9 +1231,10 @@ kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, con
 //   else traps): the pack addresses become immediate offsets from the row's, the row loop needs no bounds check per
 //   row, and the cluster reduction's gather unrolls. bf16 8192 x 65536 on an H200: 587.7 -> 549.5 us, float16 588.6
 //   -> 553.3, bitwise equal (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-fixed.json); float32 with kLnFmaOut
-//   1107.1 -> 1071.5 (h200-2026-11-24-s27/ab-fixed-rms.json).
+//   1107.1 -> 1071.5 (h200-2026-11-24-s27/ab-fixed-rms.json). LD: how rows that are not split, and their w and b,
+//   load (kk::Load).
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
-          int CTAS = 0>
+          int CTAS = 0, int LD = kk_norms::kLnFwdLd>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                   typename kk::Acc<T>::type* __restrict__ mean, typename kk::Acc<T>::type* __restrict__ rstd,
@@ -1247,12 +1249,12 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
     kk::check_fixed_geometry<CTAS>();
-    kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T, CTAS>(x, w, b, y, mean, rstd, rows, cols, eps);
+    kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T, CTAS, LD>(x, w, b, y, mean, rstd, rows, cols, eps);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only
   } else {
     check_fits<TAIL, NP, SPLIT>(cols, 1);
-    kk_norms::ln_fwd_run<NP, 1, TAIL, SPLIT, kOnePass, T>(x, w, b, y, mean, rstd, rows, cols, eps);
+    kk_norms::ln_fwd_run<NP, 1, TAIL, SPLIT, kOnePass, T, 0, LD>(x, w, b, y, mean, rstd, rows, cols, eps);
   }
 }
 

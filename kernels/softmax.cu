@@ -40,6 +40,13 @@ constexpr int kCeLd = kk::kNc;
 // 580.0 -> 566.8 us); 16-bit rows one block holds within +-1% either way, kept kNc (bench/NOTES.md session 36).
 template <typename T, bool SPLIT> constexpr int kCeHeldLd = SPLIT || sizeof(T) == 4 ? kk::kKeep : kk::kNc;
 
+// Softmax's held rows take their max and their sum in two block reductions from this many threads (fwd_row); smaller
+// blocks, one reduction of (max, sum) pairs, whose combines take two exponentials each. Against the pairs for all
+// (bench/ab_source.py --queued, h200-2026-11-27-s41/ab-h200-softmax-two-reductions-128.log), H200: bf16 32768 x 4096
+// 133.9 -> 129.3 us, x 1001 127.7 -> 121.5, float32 x 1001 92.9 -> 86.9; bf16 x 2048 (64 threads) had measured 69.3 ->
+// 70.5 with two. H100 (h100-2026-11-27-s41/ab-h100-softmax-two-reductions*.log): bf16 x 1001 181.2 -> 132.4, float32
+// x 1001 101.1 -> 98.0, 4096-16384 columns within 0.2%.
+constexpr int kTwoReductionThreads = 128;
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
 // cross-entropy: a warp per row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
 constexpr int kWarpRowPacks = 2048;
@@ -99,6 +106,13 @@ template <typename T, int N> struct MaxSumOp {
 #pragma unroll
     for (int i = 2; i < N; ++i) o.f[i] = a.f[i] + b.f[i];
     return o;
+  }
+};
+template <typename T> struct MaxOp {
+  using A = acc_t<T>;
+  __device__ __forceinline__ static Red<A, 1> identity() { return Red<A, 1>{{ninf<A>()}}; }
+  __device__ __forceinline__ static Red<A, 1> combine(const Red<A, 1>& a, const Red<A, 1>& b) {
+    return Red<A, 1>{{amax(a.f[0], b.f[0])}};
   }
 };
 template <typename T> struct SumOp {
@@ -241,6 +255,10 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
 #pragma unroll
       for (int j = 0; j < W; ++j) m = amax(m, kk::acc_at(v[k], j));
     }
+  // Held rows of blocks of at least kTwoReductionThreads: the row's max first, then the sum of exponentials against
+  // it: two reductions with no exponential in their combines, against one of (max, sum) pairs with two per combine.
+  const bool two = BLOCK && !STREAM && !SPLIT && nt >= kTwoReductionThreads;
+  if (two) m = team_allreduce<MaxOp<T>, BLOCK>(Red<A, 1>{{m}}, red, parity).f[0];
   {
     const A r = safe_ref(m);
 #pragma unroll
@@ -282,6 +300,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   st.f[0] = m;
   st.f[1] = s;
   if constexpr (SPLIT) (*cluster)(st.f, ArrayOp<MaxSumOp<T, 2>, A, 2>{});
+  else if (two) st.f[1] = team_allreduce<SumOp<T>, BLOCK>(Red<A, 1>{{s}}, red, parity).f[0];
   else st = team_allreduce<MaxSumOp<T, 2>, BLOCK>(st, red, parity);
   const A r = safe_ref(st.f[0]);
   const A inv = A(1) / st.f[1];  // all -inf row: 1/0 = inf, times exp(-inf) = 0 -> NaN

@@ -1138,6 +1138,26 @@ def test_rope_items_per_thread_by_dram_bandwidth(monkeypatch, gbps_per_sm, items
 
 
 @pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
+def test_layer_norm_forward_loads_by_dram_bandwidth(monkeypatch, gbps_per_sm):
+    """The 16-bit LayerNorm forward's held rows beyond 2048 columns load with kk::kKeep below LOW_DRAM_GBPS_PER_SM of
+    DRAM bandwidth per SM (an H100: _FWD_KEEP_LOW_GBPS), with the kernel's default from it (an H200); narrower rows,
+    float32 and RMSNorm keep the default."""
+    norms = _stub_kernels(monkeypatch, "norms", gbps_per_sm)
+    h100 = gbps_per_sm < LOW_DRAM_GBPS_PER_SM
+    keep = ", false, 0, kk::kKeep>" if h100 else ">"
+    want = {
+        ("kk_layer_norm_fwd", torch.bfloat16, 4096): "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2" + keep,
+        ("kk_layer_norm_fwd", torch.float16, 8192): "kk_layer_norm_fwd<__half, false, 4, 2" + keep,
+        ("kk_layer_norm_fwd", torch.bfloat16, 2048): "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2>",
+        ("kk_layer_norm_fwd", torch.float32, 2048): "kk_layer_norm_fwd<float, false, 4, 1>",
+        ("kk_rms_norm_fwd", torch.bfloat16, 16384): "kk_rms_norm_fwd<__nv_bfloat16, false, 4, 2>",
+    }
+    for (name, dtype, cols), expr in want.items():
+        shape = norms._forward_shape.__wrapped__(name, dtype, cols, 0, True)
+        assert shape.kernel.name == expr, (name, dtype, cols, shape.kernel.name)
+
+
+@pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
 def test_bulk_backward_fits_by_dram_bandwidth(monkeypatch, gbps_per_sm):
     """The 16-bit norm backwards take _BWD_BULK_FIT_LOW_GBPS below LOW_DRAM_GBPS_PER_SM of DRAM bandwidth per SM (an
     H100: one block of 256 threads per SM, up to 4096 columns), _BWD_BULK_FIT from it (an H200: LayerNorm's up to 8192

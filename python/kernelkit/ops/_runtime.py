@@ -58,7 +58,7 @@ def dram_gbps_per_sm(device: int) -> float:
 
 # Below this DRAM bandwidth per SM (an H100 SXM about 25 GB/s, an H200 36.5; a driver that reports no memory clock
 # reads 0) a few kernels take launch fits of their own, measured faster on an H100 (ops/norms.py
-# _BWD_BULK_FIT_LOW_GBPS, ops/softmax.py _HELD_LOW_GBPS, ops/activations.py _rope_shape).
+# _BWD_BULK_FIT_LOW_GBPS and _FWD_KEEP_LOW_GBPS, ops/softmax.py _HELD_LOW_GBPS, ops/activations.py _rope_shape).
 LOW_DRAM_GBPS_PER_SM = 30.0
 
 

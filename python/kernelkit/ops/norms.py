@@ -85,6 +85,12 @@ _WIDE_FIT = {
     ("kk_layer_norm_fwd", _F32): [(2048, 4096, 2, 4), (4096, 8192, 4, 3)],
     **{("kk_rms_norm_fwd", t): [(2048, 4096 if t == _F32 else 8192, 2, 4)] for t in (_F32, *_B16)},
 }
+# (kernel, dtype) -> columns beyond which held rows load with kk::kKeep (kernels/norms.cu LD) on a GPU with less DRAM
+# bandwidth per SM than _runtime.LOW_DRAM_GBPS_PER_SM; an H200 measured them 0.8-10% slower that way (kernels/norms.cu
+# kLnFwdLd). On an H100 against the default (GPU time alone, bench/ab_source.py --queued,
+# h100-2026-11-27-s41/ab-h100-ln-keep-vs-s40.log): bf16 LayerNorm 185.0 -> 183.5 us at 32768 x 4096, 360.8 -> 358.6 at
+# 8192, 712.7 -> 708.0 at 16384, float16 0.6-0.7% faster; but 48.7 -> 51.3 us at 1024 and 93.0 -> 95.3 at 2048.
+_FWD_KEEP_LOW_GBPS = {("kk_layer_norm_fwd", t): 2048 for t in _B16}
 # Rows split over a cluster (SPLIT): (packs, minimum blocks) where other than (_FWD_PACKS, 2) measured faster: half
 # the packs over 8 CTAs at 40 registers, for add_rms_norm (two inputs, two outputs). At 8192 x 65536 on an H200
 # (bench/sweep_split.py --forward-only, h200-2026-11-22-s13): bf16 1186.1 -> 1110.0 us, float32 2436.2 -> 2198.2.
@@ -254,7 +260,8 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
         # Rows longer than the register part re-read their tail: one wave keeps it in L2.
         return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev))
-    k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}>")
+    keep = cols > _FWD_KEEP_LOW_GBPS.get((name, dtype), 1 << 62) and low_dram_bandwidth(dev)
+    k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}" + (", false, 0, kk::kKeep>" if keep else ">"))
     return RowShape(k, (r, y), y, 1 << 62)  # one row group per block
 
 
