@@ -4,17 +4,11 @@
 //! is split into jobs that depend only on the shapes, so results do not depend on the thread
 //! count.
 
+use crate::cpu::Isa;
 use crate::element::{Element, Real};
+use crate::kernels::Kernels;
 use crate::norms::{emit, widen, Float, JOB_ELEMS};
 use crate::{check_len, par, OpError, PAR_MIN_ELEMS};
-
-/// `silu(g) = g * sigmoid(g)` and `sigmoid(g)`, without overflow: `exp(-g)` may be `+inf`
-/// (then `sigmoid = 0` and `silu = -0`).
-#[inline(always)]
-fn silu_sig<C: Real>(g: C) -> (C, C) {
-    let s = C::one().div(C::one() + g.neg().exp());
-    (g * s, s)
-}
 
 /// `out = silu(gate) * up`.
 pub fn swiglu_fwd<T: Element>(gate: &[T], up: &[T], out: &mut [T]) -> Result<(), OpError> {
@@ -22,6 +16,7 @@ pub fn swiglu_fwd<T: Element>(gate: &[T], up: &[T], out: &mut [T]) -> Result<(),
     check_len(OP, "up", up.len(), gate.len(), "len(gate)")?;
     check_len(OP, "out", out.len(), gate.len(), "len(gate)")?;
     let zero = <T::Compute as Real>::ZERO;
+    let isa = Isa::detect();
     let jobs: Vec<_> = out.chunks_mut(JOB_ELEMS).enumerate().collect();
     par::for_each(jobs, gate.len() >= PAR_MIN_ELEMS, |(j, oj)| {
         let n = oj.len();
@@ -30,8 +25,10 @@ pub fn swiglu_fwd<T: Element>(gate: &[T], up: &[T], out: &mut [T]) -> Result<(),
         let gs = widen(&gate[at..at + n], &mut gb);
         let us = widen(&up[at..at + n], &mut ub);
         emit(oj, &mut ob, |o| {
+            // silu(g) = g * sigmoid(g): -0 where exp(-g) overflows
+            <T::Compute as Kernels>::sigmoid(isa, gs, o);
             for ((o, &g), &u) in o.iter_mut().zip(gs).zip(us) {
-                *o = silu_sig(g).0 * u;
+                *o = g * *o * u;
             }
         });
     });
@@ -54,6 +51,7 @@ pub fn swiglu_bwd<T: Element>(
     check_len(OP, "g_up", g_up.len(), gate.len(), "len(gate)")?;
     let zero = <T::Compute as Real>::ZERO;
     let one = <T::Compute as Float>::one();
+    let isa = Isa::detect();
     let jobs: Vec<_> = g_gate
         .chunks_mut(JOB_ELEMS)
         .zip(g_up.chunks_mut(JOB_ELEMS))
@@ -67,16 +65,18 @@ pub fn swiglu_bwd<T: Element>(
         let ds = widen(&grad[at..at + n], db);
         let gs = widen(&gate[at..at + n], gb);
         let us = widen(&up[at..at + n], ub);
-        // silu(gate), kept for g_up.
-        for (s, &g) in sb.iter_mut().zip(gs) {
-            *s = g;
-        }
+        // sigmoid(gate), then silu(gate) = gate * sigmoid(gate), kept for g_up.
+        <T::Compute as Kernels>::sigmoid(isa, gs, sb);
         emit(ggj, ob, |o| {
-            for (((o, sl), &d), &u) in o.iter_mut().zip(sb.iter_mut()).zip(ds).zip(us) {
-                let g = *sl;
-                let (silu, s) = silu_sig(g);
+            for (((o, sl), &d), (&u, &g)) in o
+                .iter_mut()
+                .zip(sb.iter_mut())
+                .zip(ds)
+                .zip(us.iter().zip(gs))
+            {
+                let s = *sl;
                 *o = d * u * (s * (one + g * (one - s)));
-                *sl = silu;
+                *sl = g * s;
             }
         });
         emit(guj, ob, |o| {

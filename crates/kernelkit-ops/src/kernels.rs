@@ -19,6 +19,11 @@ pub trait Kernels: Sized {
     /// `a*b+c`, never fused (same result on every CPU, and bitwise torch's `a * b + c`).
     fn muladd(isa: Isa, a: &[Self], b: &[Self], c: &[Self], out: &mut [Self]);
     fn scale(isa: Isa, x: &mut [Self], s: Self);
+    /// `out = exp((x - a) - b)`: softmax's and cross-entropy's exponentials (`f32`: the branch-free
+    /// `approx::exp`, 1.05 ulp, which vectorizes where std's `expf` is a call per element).
+    fn exp_sub(isa: Isa, x: &[Self], a: Self, b: Self, out: &mut [Self]);
+    /// `out = 1 / (1 + exp(-x))` (SwiGLU's gate), 0 where `exp(-x)` overflows; `f32` as `exp_sub`.
+    fn sigmoid(isa: Isa, x: &[Self], out: &mut [Self]);
     /// `out = gelu(x + bias)`.
     fn gelu_fwd(isa: Isa, approx: Approx, x: &[Self], bias: &[Self], out: &mut [Self]);
     /// `gx = go * gelu'(x + bias)` and `acc += gx`.
@@ -126,6 +131,20 @@ fn scale_f32_body<F: FmaMode>(x: &mut [f32], s: f32) {
 }
 
 #[inline(always)]
+fn exp_sub_f32_body<F: FmaMode>(x: &[f32], a: f32, b: f32, out: &mut [f32]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = approx::exp::<F>((v - a) - b);
+    }
+}
+
+#[inline(always)]
+fn sigmoid_f32_body<F: FmaMode>(x: &[f32], out: &mut [f32]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = 1.0 / (1.0 + approx::exp::<F>(-v));
+    }
+}
+
+#[inline(always)]
 fn gelu_fwd_f32_body<F: FmaMode>(approx: Approx, x: &[f32], bias: &[f32], out: &mut [f32]) {
     // One loop per form so that each is a straight-line, vectorizable body.
     match approx {
@@ -218,6 +237,8 @@ multiversion!(fn add_f32(a: &[f32], b: &[f32], out: &mut [f32]) => add_f32_body)
 multiversion!(fn mul_f32(a: &[f32], b: &[f32], out: &mut [f32]) => mul_f32_body);
 multiversion!(fn muladd_f32(a: &[f32], b: &[f32], c: &[f32], out: &mut [f32]) => muladd_f32_body);
 multiversion!(fn scale_f32(x: &mut [f32], s: f32) => scale_f32_body);
+multiversion!(fn exp_sub_f32(x: &[f32], a: f32, b: f32, out: &mut [f32]) => exp_sub_f32_body);
+multiversion!(fn sigmoid_f32(x: &[f32], out: &mut [f32]) => sigmoid_f32_body);
 multiversion!(fn gelu_fwd_f32(approx: Approx, x: &[f32], bias: &[f32], out: &mut [f32]) => gelu_fwd_f32_body);
 multiversion!(
     #[allow(clippy::too_many_arguments)]
@@ -248,6 +269,12 @@ impl Kernels for f32 {
     }
     fn scale(isa: Isa, x: &mut [f32], s: f32) {
         scale_f32(isa, x, s)
+    }
+    fn exp_sub(isa: Isa, x: &[f32], a: f32, b: f32, out: &mut [f32]) {
+        exp_sub_f32(isa, x, a, b, out)
+    }
+    fn sigmoid(isa: Isa, x: &[f32], out: &mut [f32]) {
+        sigmoid_f32(isa, x, out)
     }
     fn gelu_fwd(isa: Isa, approx: Approx, x: &[f32], bias: &[f32], out: &mut [f32]) {
         gelu_fwd_f32(isa, approx, x, bias, out)
@@ -295,6 +322,16 @@ impl Kernels for f64 {
     fn scale(_: Isa, x: &mut [f64], s: f64) {
         for v in x.iter_mut() {
             *v *= s;
+        }
+    }
+    fn exp_sub(_: Isa, x: &[f64], a: f64, b: f64, out: &mut [f64]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = ((v - a) - b).exp();
+        }
+    }
+    fn sigmoid(_: Isa, x: &[f64], out: &mut [f64]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = 1.0 / (1.0 + (-v).exp());
         }
     }
     fn gelu_fwd(_: Isa, approx: Approx, x: &[f64], bias: &[f64], out: &mut [f64]) {
@@ -362,6 +399,56 @@ mod tests {
                     f64::stream_fence(isa);
                     assert_eq!(&dst[off..off + len], &src64[off..off + len]);
                 }
+            }
+        }
+    }
+
+    /// Whether `got` (f32) is `want` (f64) within 2 units of f32 rounding: relative error at most
+    /// 2 eps for normal results, absolute at most the smallest normal below it, infinity beyond
+    /// f32's range, NaN for NaN.
+    fn close_f32(got: f32, want: f64) -> bool {
+        if want.is_nan() {
+            got.is_nan()
+        } else if want > f32::MAX as f64 {
+            got == f32::INFINITY
+        } else if want < f32::MIN_POSITIVE as f64 {
+            (got as f64 - want).abs() <= f32::MIN_POSITIVE as f64
+        } else {
+            (got as f64 - want).abs() <= 2.0 * f32::EPSILON as f64 * want
+        }
+    }
+
+    /// `exp_sub` and `sigmoid` on every instruction set, the special values included.
+    #[test]
+    fn exp_sub_and_sigmoid_every_isa() {
+        let mut xs: Vec<f32> = (-2000..=2000).map(|i| i as f32 * 0.0731).collect();
+        xs.extend([
+            f32::NEG_INFINITY,
+            f32::INFINITY,
+            f32::NAN,
+            -120.0,
+            95.0,
+            -0.0,
+            0.0,
+        ]);
+        let (a, b) = (1.5f32, -0.25f32);
+        for isa in Isa::available() {
+            let mut out = vec![0.0f32; xs.len()];
+            f32::exp_sub(isa, &xs, a, b, &mut out);
+            for (&x, &got) in xs.iter().zip(&out) {
+                let want = (((x - a) - b) as f64).exp();
+                assert!(
+                    close_f32(got, want),
+                    "{isa:?} exp_sub({x}) = {got}, want {want}"
+                );
+            }
+            f32::sigmoid(isa, &xs, &mut out);
+            for (&x, &got) in xs.iter().zip(&out) {
+                let want = 1.0 / (1.0 + (-(x as f64)).exp());
+                assert!(
+                    close_f32(got, want),
+                    "{isa:?} sigmoid({x}) = {got}, want {want}"
+                );
             }
         }
     }

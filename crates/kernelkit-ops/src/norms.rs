@@ -32,8 +32,8 @@ const SUM_BLOCK: usize = 256;
 /// `Real` is sealed to `f32`/`f64` and exposes exact conversions to and from `f64`, so these
 /// are implemented once for every `Real`. Division and square root computed in `f64` and
 /// rounded to `f32` are correctly rounded `f32` operations (53 >= 2*24 + 2), so they equal the
-/// native `f32` ones; `exp`/`ln` call the `f32` functions for `f32` (the size test is resolved
-/// at compile time).
+/// native `f32` ones; `ln` calls the `f32` function for `f32` (the size test is resolved at
+/// compile time; the rows' exponentials are `Kernels::exp_sub`).
 pub(crate) trait Float: Real {
     #[inline(always)]
     fn one() -> Self {
@@ -47,10 +47,6 @@ pub(crate) trait Float: Real {
     fn div(self, o: Self) -> Self {
         Self::from_f64(self.to_f64() / o.to_f64())
     }
-    #[inline(always)]
-    fn neg(self) -> Self {
-        Self::from_f64(-self.to_f64())
-    }
     /// `1 / sqrt(self)`.
     #[inline(always)]
     fn rsqrt(self) -> Self {
@@ -58,14 +54,6 @@ pub(crate) trait Float: Real {
             Self::from_f64((1.0 / (self.to_f64() as f32).sqrt()) as f64)
         } else {
             Self::from_f64(1.0 / self.to_f64().sqrt())
-        }
-    }
-    #[inline(always)]
-    fn exp(self) -> Self {
-        if Self::is_f32() {
-            Self::from_f64((self.to_f64() as f32).exp() as f64)
-        } else {
-            Self::from_f64(self.to_f64().exp())
         }
     }
     #[inline(always)]

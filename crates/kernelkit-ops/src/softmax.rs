@@ -5,18 +5,31 @@
 //! over row jobs that depend only on `(rows, cols)`: results do not depend on the thread
 //! count.
 
+use crate::cpu::Isa;
 use crate::element::{Element, Real};
+use crate::kernels::Kernels;
 use crate::norms::{emit, rows_of, rows_per_job, sum_zip, widen, Float};
 use crate::{check_len, par, OpError, PAR_MIN_ELEMS};
 
 /// Row maximum; NaNs are skipped (they reach the result through the arithmetic instead).
+/// Eight running maxima, so that the loop vectorizes (one serial chain of compares took 60% of
+/// the bf16 forward); the maximum is exact in any order, up to the sign of a zero maximum,
+/// which no result depends on (`x - 0` and `x + 0` are equal).
 #[inline]
 fn row_max<C: Real>(xs: &[C]) -> C {
-    let mut m = C::from_f64(f64::NEG_INFINITY);
-    for &v in xs {
+    let ninf = C::from_f64(f64::NEG_INFINITY);
+    let mut lanes = [ninf; 8];
+    let chunks = xs.chunks_exact(8);
+    let mut m = ninf;
+    for &v in chunks.remainder() {
         m = m.max_of(v);
     }
-    m
+    for c in chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l = l.max_of(v);
+        }
+    }
+    lanes.iter().fold(m, |m, &l| m.max_of(l))
 }
 
 /// `y = exp(x - max) / sum(exp(x - max))` per row. A row of all `-inf` (or one holding
@@ -30,6 +43,7 @@ pub fn softmax_fwd<T: Element>(x: &[T], y: &mut [T], cols: usize) -> Result<(), 
     }
     let rpj = rows_per_job(cols);
     let zero = <T::Compute as Real>::ZERO;
+    let isa = Isa::detect();
     let jobs: Vec<_> = y.chunks_mut(rpj * cols).enumerate().collect();
     par::for_each(jobs, x.len() >= PAR_MIN_ELEMS, |(j, yj)| {
         let (mut xb, mut ob) = (vec![zero; cols], vec![zero; cols]);
@@ -38,9 +52,7 @@ pub fn softmax_fwd<T: Element>(x: &[T], y: &mut [T], cols: usize) -> Result<(), 
             let xs = widen(&x[at..at + cols], &mut xb);
             let m = row_max(xs);
             emit(yr, &mut ob, |o| {
-                for (o, &v) in o.iter_mut().zip(xs) {
-                    *o = (v - m).exp();
-                }
+                <T::Compute as Kernels>::exp_sub(isa, xs, m, zero, o);
                 let inv = <T::Compute as Float>::one().div(sum_zip(o, o, |a, _| a));
                 for o in o.iter_mut() {
                     *o = *o * inv;
@@ -119,15 +131,18 @@ fn check_targets(
 /// holding `+inf` gives NaN, as torch's cross-entropy does (`inf - inf`), and so does the CUDA
 /// kernel. The parts stay apart because with logits of ~1e30 tied at the max, their sum rounds
 /// to `m` and loses the O(1) part that the loss and the gradient need.
+/// `ex` is scratch for the row's exponentials.
 #[inline]
-fn logsumexp_parts<C: Real>(xs: &[C]) -> (C, C) {
+fn logsumexp_parts<C: Real>(isa: Isa, xs: &[C], ex: &mut [C]) -> (C, C) {
     let m = row_max(xs);
     let shift = if m == C::from_f64(f64::NEG_INFINITY) {
         C::ZERO
     } else {
         m
     };
-    (shift, sum_zip(xs, xs, |a, _| (a - shift).exp()).ln())
+    let ex = &mut ex[..xs.len()];
+    C::exp_sub(isa, xs, shift, C::ZERO, ex);
+    (shift, sum_zip(ex, ex, |a, _| a).ln())
 }
 
 /// Per row: `stats[2r..2r+2] = (m, ls_m)` with `logsumexp(row) = m + ls_m` (see
@@ -160,18 +175,19 @@ pub fn cross_entropy_fwd<T: Element>(
     let zero = <T::Compute as Real>::ZERO;
     let n = <T::Compute as Real>::from_f64(cols as f64);
     let rpj = rows_per_job(cols);
+    let isa = Isa::detect();
     let jobs: Vec<_> = loss
         .chunks_mut(rpj)
         .zip(stats.chunks_mut(2 * rpj))
         .enumerate()
         .collect();
     par::for_each(jobs, logits.len() >= PAR_MIN_ELEMS, |(j, (lj, sj))| {
-        let mut xb = vec![zero; cols];
+        let (mut xb, mut eb) = (vec![zero; cols], vec![zero; cols]);
         for (r, (lo, so)) in lj.iter_mut().zip(sj.chunks_mut(2)).enumerate() {
             let row = j * rpj + r;
             let at = row * cols;
             let xs = widen(&logits[at..at + cols], &mut xb);
-            let (m, ls_m) = logsumexp_parts(xs);
+            let (m, ls_m) = logsumexp_parts(isa, xs, &mut eb);
             so[0] = m;
             so[1] = ls_m;
             let t = target[row];
@@ -220,6 +236,7 @@ pub fn cross_entropy_bwd<T: Element>(
     let spread = <T::Compute as Real>::from_f64(label_smoothing / cols as f64);
     let zero = <T::Compute as Real>::ZERO;
     let rpj = rows_per_job(cols);
+    let isa = Isa::detect();
     let jobs: Vec<_> = grad.chunks_mut(rpj * cols).enumerate().collect();
     par::for_each(jobs, logits.len() >= PAR_MIN_ELEMS, |(j, gj)| {
         let (mut xb, mut ob) = (vec![zero; cols], vec![zero; cols]);
@@ -235,11 +252,13 @@ pub fn cross_entropy_bwd<T: Element>(
             let (m, ls_m) = (stats[2 * row], stats[2 * row + 1]);
             let xs = widen(&logits[at..at + cols], &mut xb);
             emit(gr, &mut ob, |o| {
-                for (o, &v) in o.iter_mut().zip(xs) {
-                    *o = scale * (((v - m) - ls_m).exp() - spread);
-                }
+                <T::Compute as Kernels>::exp_sub(isa, xs, m, ls_m, o);
                 let t = t as usize;
-                o[t] = scale * (((xs[t] - m) - ls_m).exp() - (keep + spread));
+                let pt = o[t];
+                for o in o.iter_mut() {
+                    *o = scale * (*o - spread);
+                }
+                o[t] = scale * (pt - (keep + spread));
             });
         }
     });
