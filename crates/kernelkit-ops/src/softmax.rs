@@ -429,6 +429,36 @@ mod tests {
         }
     }
 
+    /// The eight-lane row max equals the serial one (NaN skipped, -inf for none) at every
+    /// length around the lanes and their remainder.
+    #[test]
+    fn row_max_matches_serial() {
+        let serial = |xs: &[f32]| xs.iter().fold(f32::NEG_INFINITY, |m, &v| m.max_of(v));
+        for n in 0..40 {
+            let base: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.5)
+                .collect();
+            let mut cases = vec![base.clone(), vec![f32::NEG_INFINITY; n]];
+            for at in [0, n / 2, n.saturating_sub(1)] {
+                if n > 0 {
+                    let mut v = base.clone();
+                    v[at] = f32::NAN;
+                    cases.push(v);
+                    let mut v = base.clone();
+                    v[at] = 1e30;
+                    cases.push(v);
+                }
+            }
+            for xs in &cases {
+                let (got, want) = (row_max(xs), serial(xs));
+                assert!(
+                    got == want && !got.is_nan(),
+                    "n={n} {xs:?}: {got} != {want}"
+                );
+            }
+        }
+    }
+
     fn check_dtype<T: Sample>() {
         for (rows, cols) in [
             (0, 5),
