@@ -14,7 +14,7 @@ use crate::{check_len, par, OpError, PAR_MIN_ELEMS};
 /// Row maximum; NaNs are skipped (they reach the result through the arithmetic instead).
 /// Eight running maxima, so that the loop vectorizes (one serial chain of compares took 60% of
 /// the bf16 forward); the maximum is exact in any order, up to the sign of a zero maximum,
-/// which no result depends on (`x - 0` and `x + 0` are equal).
+/// which changes `x - m` only in the sign of a zero, and no exponential.
 #[inline]
 fn row_max<C: Real>(xs: &[C]) -> C {
     let ninf = C::from_f64(f64::NEG_INFINITY);
