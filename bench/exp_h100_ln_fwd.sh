@@ -4,22 +4,16 @@
 # per SM, 64 registers, half occupancy) against fewer packs at more blocks (Liger: 256 threads, 48 registers), with
 # and without kKeep loads (1.006x faster alone, h100-2026-11-27-s41/ab-h100-layer_norm-ld-kKeep.log), GPU time alone
 # (ab_source.py --queued). On the GPU machine: OUT=$OUT bash bench/gpu_run.sh h100-ln-fwd.
-set -uo pipefail
-export PYTHONPATH=/tmp/kk-site KERNELKIT_CACHE_DIR=/tmp/kernelkit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/kernelkit-out}
-cd "$(dirname "$0")" || exit 1
-ab() {  # LOG, then ab_source.py's arguments
-  local log=$1
-  shift
-  python3 ab_source.py --family norms --queued --rounds 4 "$@" 2>&1 | tee "$OUT/$log" | tail -4
-}
+# Its patterns match the sources of b5bc640 (since then the H100 takes kKeep on these rows: kk_layer_norm_fwd's LD).
+# shellcheck source=bench/ab_env.sh
+source "$(dirname "$0")/ab_env.sh"
 cases="layer_norm:bfloat16:32768x4096 layer_norm:bfloat16:32768x8192 layer_norm:float16:32768x4096"
 fit() {  # PACKS MINB: the 16-bit LayerNorm forward's fit from 2048 to 8192 columns
   echo "norms._FWD_FIT=norms._FWD_FIT | {('kk_layer_norm_fwd', t): [(2048, 8192, $1, $2)] for t in norms._B16}"
 }
 for f in "2 3" "2 4"; do  # (2, 3) spills 4 bytes, (2, 4) 36, (4, 3) 52 (kernels/check_compile.py)
   # shellcheck disable=SC2086
-  ab "ab-h100-ln-fwd-fit-${f/ /-}.log" --b-host "$(fit $f)" $cases
+  ab norms "ab-h100-ln-fwd-fit-${f/ /-}.log" --b-host "$(fit $f)" $cases
   # shellcheck disable=SC2086
-  ab "ab-h100-ln-fwd-fit-${f/ /-}-keep.log" --b-host "$(fit $f)" --sub 'kLnFwdLd = kk::kNc' 'kLnFwdLd = kk::kKeep' $cases
+  ab norms "ab-h100-ln-fwd-fit-${f/ /-}-keep.log" --b-host "$(fit $f)" --sub 'kLnFwdLd = kk::kNc' 'kLnFwdLd = kk::kKeep' $cases
 done

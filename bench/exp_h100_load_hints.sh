@@ -4,36 +4,30 @@
 # torch.compile), with the rows' load hints (kk::Load) chosen on an H200 (session 17) tried again, and the held rows'
 # outputs stored evict-first (st.global.cs), as Liger's softmax stores them (its loads are .ca: kPlain), GPU time
 # alone (ab_source.py --queued). On the GPU machine: OUT=$OUT bash bench/gpu_run.sh h100-load-hints.
-set -uo pipefail
-export PYTHONPATH=/tmp/kk-site KERNELKIT_CACHE_DIR=/tmp/kernelkit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/kernelkit-out}
-cd "$(dirname "$0")" || exit 1
-ab() {  # LOG, FAMILY, then ab_source.py's arguments
-  local log=$1 family=$2
-  shift 2
-  python3 ab_source.py --family "$family" --queued --rounds 4 "$@" 2>&1 | tee "$OUT/$log" | tail -6
-}
+# Its patterns match the sources of b5bc640 (LayerNorm's weights now load with kk_layer_norm_fwd's LD).
+# shellcheck source=bench/ab_env.sh
+source "$(dirname "$0")/ab_env.sh"
 softmax="softmax:bfloat16:32768x4096 softmax:bfloat16:32768x8192 softmax:float32:32768x4096 softmax:float32:32768x8192"
 softmax="$softmax softmax_backward:bfloat16:32768x4096"
 ln="layer_norm:bfloat16:32768x4096 layer_norm:bfloat16:32768x8192 layer_norm:float32:32768x4096"
 for hint in kNc kPlain; do
   # shellcheck disable=SC2086
-  ab "ab-h100-softmax-ld-$hint.log" softmax --sub 'constexpr int kSoftmaxLd = sizeof\(T\) == 8 \? kk::kNc : kk::kKeep;' \
+  ab softmax "ab-h100-softmax-ld-$hint.log" --sub 'constexpr int kSoftmaxLd = sizeof\(T\) == 8 \? kk::kNc : kk::kKeep;' \
     "constexpr int kSoftmaxLd = kk::$hint;" $softmax
 done
 for hint in kKeep kPlain; do
   # shellcheck disable=SC2086
-  ab "ab-h100-layer_norm-ld-$hint.log" norms --sub 'kLnFwdLd = kk::kNc' "kLnFwdLd = kk::$hint" $ln
+  ab norms "ab-h100-layer_norm-ld-$hint.log" --sub 'kLnFwdLd = kk::kNc' "kLnFwdLd = kk::$hint" $ln
 done
 # evict-first stores of the held rows (softmax's forward; LayerNorm's forward, the second such store in norms.cu)
 sm_st=('store_vec<W, SPLIT>\(yr \+ p \* W' 'store_vec<W, true>(yr + p * W')
 sm_ld=('constexpr int kSoftmaxLd = sizeof\(T\) == 8 \? kk::kNc : kk::kKeep;' 'constexpr int kSoftmaxLd = kk::kPlain;')
 # shellcheck disable=SC2086
-ab ab-h100-softmax-st-cs.log softmax --sub "${sm_st[@]}" $softmax
+ab softmax ab-h100-softmax-st-cs.log --sub "${sm_st[@]}" $softmax
 # shellcheck disable=SC2086
-ab ab-h100-softmax-ld-kPlain-st-cs.log softmax --sub "${sm_st[@]}" --sub "${sm_ld[@]}" $softmax
+ab softmax ab-h100-softmax-ld-kPlain-st-cs.log --sub "${sm_st[@]}" --sub "${sm_ld[@]}" $softmax
 ln_st=('(kLnFwdLd>\(b \+ p \* W\), c\);[\s\S]*?)store_vec<W, SPLIT>\(y \+ off' '\1store_vec<W, true>(y + off')
 # shellcheck disable=SC2086
-ab ab-h100-layer_norm-st-cs.log norms --sub "${ln_st[@]}" $ln
+ab norms ab-h100-layer_norm-st-cs.log --sub "${ln_st[@]}" $ln
 # shellcheck disable=SC2086
-ab ab-h100-layer_norm-ld-kPlain-st-cs.log norms --sub "${ln_st[@]}" --sub 'kLnFwdLd = kk::kNc' 'kLnFwdLd = kk::kPlain' $ln
+ab norms ab-h100-layer_norm-ld-kPlain-st-cs.log --sub "${ln_st[@]}" --sub 'kLnFwdLd = kk::kNc' 'kLnFwdLd = kk::kPlain' $ln

@@ -9,15 +9,8 @@
 # (MINB 2) 64 registers, 4 blocks, SMEM 2 spilling 4 bytes. RMSNorm's at MINB 2: 64 with no spill.
 # Round 2, the bulk kernels' fits (threads up to which a fit applies, MINB, blocks launched per SM): RMSNorm ships
 # (256, 4, 2), 63 registers; at MINB 1-2 both kernels take 96-110 with no spill.
-set -uo pipefail
-export PYTHONPATH=/tmp/kk-site KERNELKIT_CACHE_DIR=/tmp/kernelkit-cache PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/kernelkit-out}
-cd "$(dirname "$0")" || exit 1
-ab() {  # LOG, then ab_source.py's arguments
-  local log=$1
-  shift
-  python3 ab_source.py --family norms --queued --rounds 4 "$@" 2>&1 | tee "$OUT/$log" | tail -3
-}
+# shellcheck source=bench/ab_env.sh
+source "$(dirname "$0")/ab_env.sh"
 round1() {
   for op in layer_norm rms_norm; do
     cases="${op}_backward:bfloat16:32768x4096 ${op}_backward:bfloat16:32768x8192"
@@ -25,15 +18,15 @@ round1() {
     floor=$([ $op = rms_norm ] && echo '--b-host norms._BWD_BULK_MIN_GBPS=norms._BWD_BULK_MIN_GBPS|{"kk_rms_norm_bwd":99.0}')
     for fit in "1, 1" "2, 1" "2, 2" "1, 2"; do
       # shellcheck disable=SC2086
-      ab "ab-h100-$op-bwd-held-${fit/, /-}.log" $floor \
+      ab norms "ab-h100-$op-bwd-held-${fit/, /-}.log" $floor \
         --b-host "norms._BWD_HELD_FIT=norms._BWD_HELD_FIT | {('kk_${op}_bwd', torch.bfloat16, False): ($fit)}" $cases
     done
   done
-  ab ab-h100-rms_norm-bwd-register.log \
+  ab norms ab-h100-rms_norm-bwd-register.log \
     --b-host 'norms._BWD_BULK_MIN_GBPS=norms._BWD_BULK_MIN_GBPS|{"kk_rms_norm_bwd":99.0}' \
     rms_norm_backward:bfloat16:32768x4096 rms_norm_backward:bfloat16:32768x8192
   for fit in "(256, 2, 2)," "(512, 1, 1),"; do
-    ab "ab-h100-rms_norm-bwd-bulk-${fit:1:3}.log" --b-host "norms._BWD_BULK_FIT=norms._BWD_BULK_FIT | {'kk_rms_norm_bwd': ($fit)}" \
+    ab norms "ab-h100-rms_norm-bwd-bulk-${fit:1:3}.log" --b-host "norms._BWD_BULK_FIT=norms._BWD_BULK_FIT | {'kk_rms_norm_bwd': ($fit)}" \
       rms_norm_backward:bfloat16:32768x4096 rms_norm_backward:bfloat16:32768x8192
   done
 }
@@ -42,12 +35,12 @@ round1() {
 round2() {
   local cases="rms_norm_backward:bfloat16:32768x4096 rms_norm_backward:bfloat16:32768x8192"
   for fit in "256, 4, 1" "256, 2, 1" "256, 2, 2"; do
-    ab "ab-h100-rms_norm-bwd-bulk-${fit//, /-}.log" \
+    ab norms "ab-h100-rms_norm-bwd-bulk-${fit//, /-}.log" \
       --b-host "norms._BWD_BULK_FIT=norms._BWD_BULK_FIT | {'kk_rms_norm_bwd': (($fit),)}" $cases
   done
   cases="layer_norm_backward:bfloat16:32768x4096 layer_norm_backward:bfloat16:32768x8192"
   for fit in "256, 2, 1" "256, 1, 1"; do
-    ab "ab-h100-layer_norm-bwd-bulk-${fit//, /-}.log" --b-host "norms._BWD_BULK_MIN_GBPS={}" \
+    ab norms "ab-h100-layer_norm-bwd-bulk-${fit//, /-}.log" --b-host "norms._BWD_BULK_MIN_GBPS={}" \
       --b-host "norms._BWD_BULK_FIT=norms._BWD_BULK_FIT | {'kk_layer_norm_bwd': (($fit),)}" $cases
   done
 }

@@ -11,8 +11,8 @@
 #          triton-ptx (the PTX of the pointwise kernels torch.compile generated in earlier steps),
 #          warp-occupancy (bench/exp_warp_rows_occupancy.sh: A/B of the softmax and cross-entropy warp rows),
 #          h100-norm-bwd (bench/exp_h100_norm_bwd.sh: A/B of the 16-bit norm backwards' launches at 4096-8192 columns),
-#          h100-load-hints (bench/exp_h100_load_hints.sh: A/B of softmax's and LayerNorm's load hints)
-#          h100-ln-fwd (bench/exp_h100_ln_fwd.sh: the 16-bit LayerNorm forward's fits on an H100)
+#          h100-load-hints (bench/exp_h100_load_hints.sh: A/B of softmax's and LayerNorm's load hints),
+#          h100-ln-fwd (bench/exp_h100_ln_fwd.sh: the 16-bit LayerNorm forward's fits on an H100),
 #          softmax-issue (bench/exp_softmax_fwd_issue.py: A/B of softmax's forward at fewer instructions per element)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments, e.g. "tests/test_llm_ops.py -k rope"),
 #        SWEEP_ONLY (families for sweep-rows / sweep-flat / sweep-llm, e.g. "norm_bwd")

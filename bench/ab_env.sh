@@ -1,0 +1,11 @@
+# Sourced by the A/B scripts (bench/exp_*.sh) on the GPU machine, after bench/gpu_run.sh installed the wheel into
+# /tmp/kk-site: their environment, the working directory bench/, and ab.
+set -uo pipefail
+export PYTHONPATH=/tmp/kk-site KERNELKIT_CACHE_DIR=/tmp/kernelkit-cache PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/kernelkit-out}
+cd "$(dirname "${BASH_SOURCE[0]}")" || exit 1
+ab() {  # FAMILY LOG, then ab_source.py's arguments: GPU time alone, the log to $OUT/LOG, its results printed
+  local family=$1 log=$2
+  shift 2
+  python3 ab_source.py --family "$family" --queued --rounds 4 "$@" 2>&1 | tee "$OUT/$log" | grep -v '^  *$' | tail -12
+}
