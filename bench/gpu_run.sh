@@ -13,7 +13,8 @@
 #          h100-norm-bwd (bench/exp_h100_norm_bwd.sh: A/B of the 16-bit norm backwards' launches at 4096-8192 columns),
 #          h100-load-hints (bench/exp_h100_load_hints.sh: A/B of softmax's and LayerNorm's load hints),
 #          h100-ln-fwd (bench/exp_h100_ln_fwd.sh: the 16-bit LayerNorm forward's fits on an H100),
-#          softmax-issue (bench/exp_softmax_fwd_issue.py: A/B of softmax's forward at fewer instructions per element)
+#          softmax-issue (bench/exp_softmax_fwd_issue.py: A/B of softmax's forward at fewer instructions per element),
+#          softmax-once (bench/exp_softmax_exp_once.sh: A/B of softmax's held rows keeping their exponentials)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments, e.g. "tests/test_llm_ops.py -k rope"),
 #        SWEEP_ONLY (families for sweep-rows / sweep-flat / sweep-llm, e.g. "norm_bwd")
 set -uo pipefail
@@ -34,8 +35,9 @@ rc=0
 for s in $steps; do
   case $s in
     tests)
-      # One worker per core but one (pytest-xdist; the whole suite took 348 s on 15 workers of the H200
-      # machine); each test's phase times go to test-times.txt as it ends.
+      # One worker per core but one (pytest-xdist; the whole suite took 348 s on 15 workers of an H200 machine,
+      # and all of a call's 600 s on an H100 one: split it with PYTEST_ARGS); each test's phase times go to
+      # test-times.txt as it ends.
       xdist=$(python3 -c 'import importlib.util as u, os; u.find_spec("xdist") and print("-n", max(1, os.cpu_count() - 1))')
       # shellcheck disable=SC2086
       KERNELKIT_TEST_TIMES="$OUT/test-times.txt" python3 -m pytest ${PYTEST_ARGS:-tests} $xdist -q -rs \
@@ -71,6 +73,7 @@ for s in $steps; do
     h100-load-hints) OUT=$OUT bash bench/exp_h100_load_hints.sh ;;
     h100-ln-fwd) OUT=$OUT bash bench/exp_h100_ln_fwd.sh ;;
     softmax-issue) OUT=$OUT python3 bench/exp_softmax_fwd_issue.py ;;
+    softmax-once) OUT=$OUT bash bench/exp_softmax_exp_once.sh ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
     llama-accum) python3 bench/llama_train.py --accumulate 2 --out "$OUT/llama-accum.json" 2>&1 | tail -12 ;;
     ddp) torchrun --nproc-per-node 2 bench/llama_train.py --out "$OUT/llama-ddp.json" 2>&1 | tail -12 ;;

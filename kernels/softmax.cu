@@ -47,6 +47,12 @@ template <typename T, bool SPLIT> constexpr int kCeHeldLd = SPLIT || sizeof(T) =
 // 70.5 with two. H100 (h100-2026-11-27-s41/ab-h100-softmax-two-reductions*.log): bf16 x 1001 181.2 -> 132.4, float32
 // x 1001 101.1 -> 98.0, 4096-16384 columns within 0.2%.
 constexpr int kTwoReductionThreads = 128;
+// Those rows keep their exponentials (taken against the row's max) for the output instead of taking them again, where
+// they are at most 16 floats a thread under a cap of at least 40 registers: on an H100 (ab_source.py --queued,
+// h100-2026-11-28-s42/ab-h100-softmax-once16.log) bf16 32768 x 4096 181.4 -> 180.5 us (40 registers for 32 at three
+// 256-thread blocks per SM), float32 unchanged, bitwise equal. More floats, or a tighter cap, spill (kernels/
+// check_compile.py); at one pack a thread the rows ran 14% slower either way (ab-h100-softmax-once8-1pack.log).
+template <int RP, int W, int MAXT, int MINB> constexpr bool kKeepExps = RP * W <= 16 && 65536 / (MAXT * MINB) >= 40;
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
 // cross-entropy: a warp per row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
 constexpr int kWarpRowPacks = 2048;
@@ -237,7 +243,7 @@ __device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<
 // memory, else global/L2) and writes y. Each pack is read and written by the same thread only, so y == x
 // (exact in place) is safe. STREAM = false: no streamed part (the caller guarantees nv <= RP * nt), which
 // leaves the registers of the streaming loops to more blocks per SM.
-template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false, int PARTS = 0>
+template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false, int PARTS = 0, bool KEEP = false>
 __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity,
                                         kk::ClusterRowReduce<2, acc_t<T>, SPLIT, PARTS>* cluster = nullptr) {
@@ -259,13 +265,19 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   // it: two reductions with no exponential in their combines, against one of (max, sum) pairs with two per combine.
   const bool two = BLOCK && !STREAM && !SPLIT && nt >= kTwoReductionThreads;
   if (two) m = team_allreduce<MaxOp<T>, BLOCK>(Red<A, 1>{{m}}, red, parity).f[0];
+  // KEEP: the exponentials, which are the output's where two (their reference is then the row's max)
+  A e[KEEP ? RP : 1][KEEP ? W : 1];
   {
     const A r = safe_ref(m);
 #pragma unroll
     for (int k = 0; k < RP; ++k)
       if (ti + (long long)k * nt < nv) {
 #pragma unroll
-        for (int j = 0; j < W; ++j) s += ex<T>(kk::acc_at(v[k], j) - r);
+        for (int j = 0; j < W; ++j) {
+          const A t = ex<T>(kk::acc_at(v[k], j) - r);
+          s += t;
+          if constexpr (KEEP) e[k][j] = t;
+        }
       }
   }
   const long long base = (long long)RP * nt;  // first streamed pack
@@ -310,7 +322,10 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
     if (p < nv) {
       A o[W];
 #pragma unroll
-      for (int j = 0; j < W; ++j) o[j] = ex<T>(kk::acc_at(v[k], j) - r) * inv;
+      for (int j = 0; j < W; ++j) {
+        if constexpr (KEEP) o[j] = (two ? e[k][j] : ex<T>(kk::acc_at(v[k], j) - r)) * inv;
+        else o[j] = ex<T>(kk::acc_at(v[k], j) - r) * inv;
+      }
       store_vec<W, SPLIT>(yr + p * W, kk::acc_to_vec<T, W>(o));
     }
   }
@@ -344,7 +359,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
 }
 
 // HELD: rows held whole in the registers of one block (traps otherwise); no streaming code.
-template <typename T, int W, int RP, bool HELD>
+template <typename T, int W, int RP, bool HELD, bool KEEP>
 __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
   extern __shared__ uint4 kk_sm_dyn[];
   const long long nv = cols / W;
@@ -361,8 +376,8 @@ __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows
     const long long cache_packs = dyn_smem_bytes() / (W * sizeof(T));
 #pragma unroll 1
     for (long long row = blockIdx.x; row < rows; row += gridDim.x)
-      fwd_row<T, W, true, RP, !HELD>(x + row * cols, y + row * cols, nv, threadIdx.x, blockDim.x, cache, cache_packs,
-                                    red, parity);
+      fwd_row<T, W, true, RP, !HELD, false, 0, KEEP>(x + row * cols, y + row * cols, nv, threadIdx.x, blockDim.x,
+                                                     cache, cache_packs, red, parity);
   }
 }
 
@@ -953,11 +968,11 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, l
   constexpr int V = kk::kVec<T>;
   if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(y))) {
     if constexpr (SPLIT) kk_sm::softmax_fwd_split<T, V, RP, CTAS>(x, y, rows, cols, red);
-    else kk_sm::softmax_fwd_run<T, V, RP, HELD>(x, y, rows, cols, red);
+    else kk_sm::softmax_fwd_run<T, V, RP, HELD, kk_sm::kKeepExps<RP, V, MAXT, MINB>>(x, y, rows, cols, red);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only
   } else {
-    kk_sm::softmax_fwd_run<T, 1, RP, HELD>(x, y, rows, cols, red);
+    kk_sm::softmax_fwd_run<T, 1, RP, HELD, kk_sm::kKeepExps<RP, 1, MAXT, MINB>>(x, y, rows, cols, red);
   }
 }
 

@@ -68,9 +68,15 @@ def low_dram_bandwidth(device: int) -> bool:
 
 
 @functools.cache
+def compute_capability(device: int) -> Tuple[int, int]:
+    """``device``'s (major, minor) compute capability: (9, 0) for an H100 or H200."""
+    major, minor = _native.device_info(device)["compute_capability"]
+    return major, minor
+
+
 def has_clusters(device: int) -> bool:
     """Whether ``device`` runs thread-block clusters (sm_90+)."""
-    return _native.device_info(device)["compute_capability"][0] >= 9
+    return compute_capability(device) >= (9, 0)
 
 
 @functools.cache

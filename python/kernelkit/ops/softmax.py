@@ -19,6 +19,7 @@ from kernelkit.ops._runtime import (
     acc_dtype,
     cdiv,
     check_stats,
+    compute_capability,
     held_loss_scratch,
     kernel,
     low_dram_bandwidth,
@@ -236,7 +237,12 @@ def _ce_shape(
     kernel's second template type, where it has one (the backward's scale, the reduced loss's output); ``keep``:
     the backward's KEEP_AT_ONE instantiation."""
     expr = f"{name}<{CTYPE[dtype]}, {CTYPE[second]}>" if second else f"{name}<{CTYPE[dtype]}>"
-    lean = name == "kk_cross_entropy_bwd" and cols <= _CE_BWD_LEAN_COLS and max(dtype.itemsize, second.itemsize) < 8
+    lean = (
+        name == "kk_cross_entropy_bwd"
+        and cols <= _CE_BWD_LEAN_COLS
+        and max(dtype.itemsize, second.itemsize) < 8
+        and compute_capability(dev) >= (9, 0)  # sm_80 spills 16 bytes under 48 (kernels/check_compile.py)
+    )
     if keep or lean:
         expr = f"{expr[:-1]}, {str(keep).lower()}{', 48' if lean else ''}>"
     k = kernel("softmax", expr)
