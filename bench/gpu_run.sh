@@ -14,7 +14,8 @@
 #          h100-load-hints (bench/exp_h100_load_hints.sh: A/B of softmax's and LayerNorm's load hints),
 #          h100-ln-fwd (bench/exp_h100_ln_fwd.sh: the 16-bit LayerNorm forward's fits on an H100),
 #          softmax-issue (bench/exp_softmax_fwd_issue.py: A/B of softmax's forward at fewer instructions per element),
-#          softmax-once (bench/exp_softmax_exp_once.sh: A/B of softmax's held rows keeping their exponentials)
+#          softmax-once (bench/exp_softmax_exp_once.sh: A/B of softmax's held rows keeping their exponentials),
+#          ce-two (bench/exp_ce_held_two_reductions.py: A/B of the eager loss's held rows in two reductions)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments, e.g. "tests/test_llm_ops.py -k rope"),
 #        SWEEP_ONLY (families for sweep-rows / sweep-flat / sweep-llm, e.g. "norm_bwd")
 set -uo pipefail
@@ -74,6 +75,7 @@ for s in $steps; do
     h100-ln-fwd) OUT=$OUT bash bench/exp_h100_ln_fwd.sh ;;
     softmax-issue) OUT=$OUT python3 bench/exp_softmax_fwd_issue.py ;;
     softmax-once) OUT=$OUT bash bench/exp_softmax_exp_once.sh ;;
+    ce-two) OUT=$OUT python3 bench/exp_ce_held_two_reductions.py ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
     llama-accum) python3 bench/llama_train.py --accumulate 2 --out "$OUT/llama-accum.json" 2>&1 | tail -12 ;;
     ddp) torchrun --nproc-per-node 2 bench/llama_train.py --out "$OUT/llama-ddp.json" 2>&1 | tail -12 ;;
