@@ -390,6 +390,20 @@ def test_cross_entropy_divisor_errors(device):
             reduced(logits, t, IGNORE, 0.0, True, None, torch.tensor(4.0))
 
 
+def test_cross_entropy_zero_divisor_divides_as_float64(device):
+    """A divisor of 0 (or -0.0) divides as float64 does: inf of the sum's sign, NaN for a zero or NaN sum."""
+    logits, t = rand(4, 10, device=device), targets(4, 10, device)
+    total = K.cross_entropy(logits, t, reduction="sum").double()
+    for zero in (0, -0.0, torch.tensor(0, device=device)):
+        got = K.cross_entropy(logits, t, divisor=zero)
+        assert torch.equal(got.double(), total / torch.tensor(float(zero), dtype=torch.float64, device=device))
+        assert got.isinf()
+    ignored = torch.full_like(t, IGNORE)
+    assert K.cross_entropy(logits, ignored, divisor=0).isnan()
+    logits[1, 2] = float("nan")
+    assert K.cross_entropy(logits, t, divisor=0).isnan()
+
+
 def test_cross_entropy_custom_ignore_index(device):
     case = ce_case("none", ignore_index=-1)
     check_reference(case, (rand(4, 9, device=device), torch.tensor([3, -1, 0, 8], device=device)), torch.float32)

@@ -54,9 +54,7 @@ pub fn softmax_fwd<T: Element>(x: &[T], y: &mut [T], cols: usize) -> Result<(), 
             emit(yr, &mut ob, |o| {
                 <T::Compute as Kernels>::exp_sub(isa, xs, m, zero, o);
                 let inv = <T::Compute as Float>::one().div(sum_zip(o, o, |a, _| a));
-                for o in o.iter_mut() {
-                    *o = *o * inv;
-                }
+                <T::Compute as Kernels>::scale(isa, o, inv);
             });
         }
     });
@@ -204,6 +202,33 @@ pub fn cross_entropy_fwd<T: Element>(
         }
     });
     Ok(())
+}
+
+/// [`cross_entropy_fwd`] reduced: writes `stats` as it does, and returns the row losses' sum in
+/// `f64` (in row order) and the count of rows whose target is not `ignore_index`, from which the
+/// caller forms the mean or the sum (one call where torch ops on the row losses cost more than
+/// the rows at small sizes).
+pub fn cross_entropy_sum<T: Element>(
+    logits: &[T],
+    target: &[i64],
+    stats: &mut [T::Compute],
+    cols: usize,
+    ignore_index: i64,
+    label_smoothing: f64,
+) -> Result<(f64, usize), OpError> {
+    let mut loss = vec![<T::Compute as Real>::ZERO; target.len()];
+    cross_entropy_fwd(
+        logits,
+        target,
+        &mut loss,
+        stats,
+        cols,
+        ignore_index,
+        label_smoothing,
+    )?;
+    let total = loss.iter().map(|&l| l.to_f64()).sum();
+    let counted = target.iter().filter(|&&t| t != ignore_index).count();
+    Ok((total, counted))
 }
 
 /// `grad = scale * (softmax(x) - ((1-ls)*onehot(t) + ls/cols))` with
@@ -565,6 +590,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn cross_entropy_sum_is_the_row_losses_sum_and_count() {
+        let (rows, cols) = (5, 7);
+        let x: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 37) % 11) as f32 - 5.0)
+            .collect();
+        let target = [3i64, -100, 0, 6, -100];
+        for ls in [0.0, 0.1] {
+            let (mut loss, mut stats) = (vec![0f32; rows], vec![0f32; 2 * rows]);
+            cross_entropy_fwd(&x, &target, &mut loss, &mut stats, cols, -100, ls).unwrap();
+            let mut stats_sum = vec![7f32; 2 * rows];
+            let (total, counted) =
+                cross_entropy_sum(&x, &target, &mut stats_sum, cols, -100, ls).unwrap();
+            assert_eq!(stats_sum, stats);
+            assert_eq!(total, loss.iter().map(|&l| l as f64).sum::<f64>());
+            assert!(total > 0.0);
+            assert_eq!(counted, 3);
+        }
+        let mut stats = vec![7f32; 2 * rows];
+        let bad = [3i64, -100, 0, 7, -100];
+        let err = cross_entropy_sum(&x, &bad, &mut stats, cols, -100, 0.0).unwrap_err();
+        assert!(matches!(err, OpError::BadIndex { row: 3, .. }), "{err}");
+        assert_eq!(stats, vec![7f32; 2 * rows], "nothing written on error");
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cpu_softmax_fwd, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_softmax_bwd, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_cross_entropy_fwd, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_cross_entropy_sum, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_cross_entropy_bwd, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_swiglu_fwd, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_swiglu_bwd, m)?)?;
@@ -628,6 +629,35 @@ fn cpu_cross_entropy_fwd(
     py.allow_threads(|| {
         dispatch!(x.dtype, T => unsafe {
             softmax::cross_entropy_fwd::<T>(x.slice(), t.slice::<i64>(), l.slice_mut::<C<T>>(), s.slice_mut::<C<T>>(), cols, ignore_index, label_smoothing)
+        })
+    })
+    .map_err(op_err)
+}
+
+/// The reduced loss's forward: writes `stats`, returns (the row losses' sum, the rows not ignored).
+#[pyfunction]
+fn cpu_cross_entropy_sum(
+    py: Python<'_>,
+    logits: &Bound<'_, PyAny>,
+    target: &Bound<'_, PyAny>,
+    stats: &Bound<'_, PyAny>,
+    cols: usize,
+    ignore_index: i64,
+    label_smoothing: f64,
+) -> PyResult<(f64, usize)> {
+    let [x, t, s] = typed(
+        "kernelkit::cross_entropy_reduced",
+        [
+            ("logits", logits, D),
+            ("target", target, I),
+            ("stats", stats, S),
+        ],
+        1,
+    )?;
+    // SAFETY: as in cpu_cross_entropy_fwd.
+    py.allow_threads(|| {
+        dispatch!(x.dtype, T => unsafe {
+            softmax::cross_entropy_sum::<T>(x.slice(), t.slice::<i64>(), s.slice_mut::<C<T>>(), cols, ignore_index, label_smoothing)
         })
     })
     .map_err(op_err)

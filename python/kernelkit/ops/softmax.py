@@ -4,6 +4,7 @@ Rust (kernelkit-ops)."""
 from __future__ import annotations
 
 import functools
+import math
 from typing import Optional, Tuple, Union
 
 import torch
@@ -416,11 +417,22 @@ def _divisor_args(logits, mean, by) -> tuple:
 def _ce_reduced_cpu(logits, target, ignore_index, label_smoothing, mean, out_dtype, by, loss, stats, divisor):
     _check_loss_dtype(loss.dtype)
     _, kind = _divisor_args(logits, mean, by)
-    per_row = stats.new_empty(logits.shape[0])
-    _ce_fwd_cpu(logits, target, ignore_index, label_smoothing, per_row, stats)
+    total, counted = (0.0, 0)
+    if logits.shape[0]:  # one Rust call: the row losses' sum in float64 and the rows counted
+        total, counted = _native.cpu_cross_entropy_sum(
+            logits, target, stats, logits.shape[1], ignore_index, label_smoothing
+        )
     # As the kernels: the given denominator rounded to the accumulation dtype, the division in float64.
-    divisor.fill_(by.reshape(()) if kind else (target != ignore_index).sum() if mean else 1)
-    loss.copy_(per_row.double().sum() / divisor.double() if mean else per_row.double().sum())
+    divisor.fill_(by.reshape(()) if kind else counted if mean else 1)
+    loss.fill_(_ieee_div(total, divisor.item()) if mean else total)
+
+
+def _ieee_div(a: float, b: float) -> float:
+    """``a / b`` as torch divides float64: inf or NaN for a zero ``b`` (an empty or all-ignored mean), where Python
+    raises."""
+    if b:
+        return a / b
+    return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
 def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dtype, by, loss, stats, divisor):
