@@ -40,6 +40,7 @@ for s in $steps; do
       # and all of a call's 600 s on an H100 one: split it with PYTEST_ARGS); each test's phase times go to
       # test-times.txt as it ends.
       xdist=$(python3 -c 'import importlib.util as u, os; u.find_spec("xdist") and print("-n", max(1, os.cpu_count() - 1))')
+      python3 bench/warm_kernels.py 2>&1 | tee "$OUT/warm-kernels.log" | tail -5  # the workers then load, not compile
       # shellcheck disable=SC2086
       KERNELKIT_TEST_TIMES="$OUT/test-times.txt" python3 -m pytest ${PYTEST_ARGS:-tests} $xdist -q -rs \
         -p no:cacheprovider -p no:logging 2>&1 | grep -v "PytestBenchmarkWarning\|warner(" | tee "$OUT/pytest.log" | tail -15
