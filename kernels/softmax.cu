@@ -51,7 +51,8 @@ constexpr int kTwoReductionThreads = 128;
 // they are at most 16 floats a thread under a cap of at least 40 registers: on an H100 (ab_source.py --queued,
 // h100-2026-11-28-s42/ab-h100-softmax-once16.log) bf16 32768 x 4096 181.4 -> 180.5 us (40 registers for 32 at three
 // 256-thread blocks per SM), float32 unchanged, bitwise equal. More floats, or a tighter cap, spill (kernels/
-// check_compile.py); at one pack a thread the rows ran 14% slower either way (ab-h100-softmax-once8-1pack.log).
+// check_compile.py); at one pack a thread (Liger's rows) bf16 x 4096 ran 19% slower, 14% keeping them
+// (ab-h100-softmax-*-1pack.log).
 template <int RP, int W, int MAXT, int MINB> constexpr bool kKeepExps = RP * W <= 16 && 65536 / (MAXT * MINB) >= 40;
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
 // cross-entropy: a warp per row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
