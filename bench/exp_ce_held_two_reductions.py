@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -97,18 +96,10 @@ def main() -> None:
     if a.check:
         print("the pattern matches")
         return
-    import torch
+    from sweep_common import ab_variants
 
-    gpu = "h100" if "H100" in torch.cuda.get_device_name() else "h200"
-    out = os.environ.get("OUT", "/tmp/kernelkit-out")
-    for name in a.only:
-        host = [arg for spec in VARIANTS[name] for arg in ("--b-host", spec)]
-        cmd = [sys.executable, "ab_source.py", "--family", "softmax", "--queued", "--rounds", str(a.rounds)]
-        res = subprocess.run(cmd + ["--sub", _PAIRS, _TWO, *host, *CASES], cwd=HERE, capture_output=True, text=True)
-        log = res.stdout + res.stderr
-        with open(os.path.join(out, f"ab-{gpu}-ce-held-{name}.log"), "w") as f:
-            f.write(log)
-        print(f"== {name}\n" + "\n".join(log.splitlines()[-len(CASES) - 1 :]), flush=True)
+    host = {name: [arg for spec in VARIANTS[name] for arg in ("--b-host", spec)] for name in a.only}
+    ab_variants("softmax", {name: ["--sub", _PAIRS, _TWO, *h] for name, h in host.items()}, CASES, a.rounds, "ce-held")
 
 
 if __name__ == "__main__":

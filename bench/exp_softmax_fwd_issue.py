@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -89,18 +88,10 @@ def main() -> None:
     if a.check or a.write:
         print(f"{len(a.only)} variants apply")
         return
-    import torch
+    from sweep_common import ab_variants
 
-    gpu = "h100" if "H100" in torch.cuda.get_device_name() else "h200"
-    out = os.environ.get("OUT", "/tmp/kernelkit-out")
-    for name in a.only:
-        subs = [arg for pair in VARIANTS[name] for arg in ("--sub", *pair)]
-        cmd = [sys.executable, "ab_source.py", "--family", "softmax", "--queued", "--rounds", str(a.rounds), *subs]
-        res = subprocess.run(cmd + CASES, cwd=HERE, capture_output=True, text=True)
-        log = res.stdout + res.stderr
-        with open(os.path.join(out, f"ab-{gpu}-softmax-{name}.log"), "w") as f:
-            f.write(log)
-        print(f"== {name}\n" + "\n".join(log.splitlines()[-len(CASES) - 1 :]), flush=True)
+    subs = {name: [arg for pair in VARIANTS[name] for arg in ("--sub", *pair)] for name in a.only}
+    ab_variants("softmax", subs, CASES, a.rounds, "softmax")
 
 
 if __name__ == "__main__":

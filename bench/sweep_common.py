@@ -4,7 +4,10 @@ directory on the import path."""
 
 import argparse
 import json
+import os
 import re
+import subprocess
+import sys
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -114,3 +117,19 @@ def norm_forward(name: str, dtype: torch.dtype, rows: int, cols: int) -> NormFor
         return NormForward(op, (x, r, w, y, h, st), 1e-6, y, (x, r, w), 4 * x.nbytes)
     op = lambda: norms._layer_norm(x, w, b, 1e-5)  # noqa: E731
     return NormForward(op, (x, w, b, y, st2, st), 1e-5, y, (x, w, b), 2 * x.nbytes)
+
+
+def ab_variants(family: str, variants: Dict[str, List[str]], cases: Sequence[str], rounds: int, tag: str) -> None:
+    """The A/B scripts' runs (bench/exp_*.py, the Python side of bench/ab_env.sh's ab): bench/ab_source.py --queued once
+    per variant, B given by the variant's arguments (--sub, --b-host, --b-dir), each log written to
+    $OUT/ab-<gpu>-<tag>-<variant>.log and its results printed."""
+    gpu = "h100" if "H100" in torch.cuda.get_device_name() else "h200"
+    out = os.environ.get("OUT", "/tmp/kernelkit-out")
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name, args in variants.items():
+        cmd = [sys.executable, "ab_source.py", "--family", family, "--queued", "--rounds", str(rounds), *args, *cases]
+        res = subprocess.run(cmd, cwd=here, capture_output=True, text=True)
+        log = res.stdout + res.stderr
+        with open(os.path.join(out, f"ab-{gpu}-{tag}-{name}.log"), "w") as f:
+            f.write(log)
+        print(f"== {name}\n" + "\n".join(log.splitlines()[-len(cases) - 1 :]), flush=True)
