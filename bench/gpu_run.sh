@@ -15,8 +15,12 @@
 #          h100-ln-fwd (bench/exp_h100_ln_fwd.sh: the 16-bit LayerNorm forward's fits on an H100),
 #          softmax-issue (bench/exp_softmax_fwd_issue.py: A/B of softmax's forward at fewer instructions per element),
 #          softmax-once (bench/exp_softmax_exp_once.sh: A/B of softmax's held rows keeping their exponentials),
-#          ce-two (bench/exp_ce_held_two_reductions.py: A/B of the eager loss's held rows in two reductions)
-#   env: PYTEST_ARGS (what to test, with extra pytest arguments, e.g. "tests/test_llm_ops.py -k rope"),
+#          ce-two (bench/exp_ce_held_two_reductions.py: A/B of the eager loss's held rows in two reductions),
+#          softmax-sass (bench/exp_h100_softmax_sass.sh: ncu and SASS of softmax's bf16 x 4096 forward against Liger's),
+#          softmax-span (bench/exp_softmax_span.sh: A/B of softmax.cu's block reductions over 16 lanes),
+#          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
+#   env: PYTEST_ARGS (what to test, with extra pytest arguments as shell words, e.g.
+#        "tests/test_llm_ops.py -k 'rope or swiglu'"),
 #        SWEEP_ONLY (families for sweep-rows / sweep-flat / sweep-llm, e.g. "norm_bwd")
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelkit-out}
@@ -41,8 +45,9 @@ for s in $steps; do
       # test-times.txt as it ends.
       xdist=$(python3 -c 'import importlib.util as u, os; u.find_spec("xdist") and print("-n", max(1, os.cpu_count() - 1))')
       python3 bench/warm_kernels.py 2>&1 | tee "$OUT/warm-kernels.log" | tail -5  # the workers then load, not compile
+      eval "pytest_args=(${PYTEST_ARGS:-tests})"  # shell words, so that a quoted -k expression stays one argument
       # shellcheck disable=SC2086
-      KERNELKIT_TEST_TIMES="$OUT/test-times.txt" python3 -m pytest ${PYTEST_ARGS:-tests} $xdist -q -rs \
+      KERNELKIT_TEST_TIMES="$OUT/test-times.txt" python3 -m pytest "${pytest_args[@]}" $xdist -q -rs \
         -p no:cacheprovider -p no:logging 2>&1 | grep -v "PytestBenchmarkWarning\|warner(" | tee "$OUT/pytest.log" | tail -15
       rc=$((rc | PIPESTATUS[0])) ;;
     sweep) python3 bench/grid_sweep.py 2>&1 | tee "$OUT/grid_sweep.log" ;;
@@ -77,6 +82,10 @@ for s in $steps; do
     softmax-issue) OUT=$OUT python3 bench/exp_softmax_fwd_issue.py ;;
     softmax-once) OUT=$OUT bash bench/exp_softmax_exp_once.sh ;;
     ce-two) OUT=$OUT python3 bench/exp_ce_held_two_reductions.py ;;
+    softmax-sass) OUT=$OUT bash bench/exp_h100_softmax_sass.sh ;;
+    softmax-span) OUT=$OUT bash bench/exp_softmax_span.sh ;;
+    ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
+      | tee "$OUT/ties-softmax.log" | tail -8 ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
     llama-accum) python3 bench/llama_train.py --accumulate 2 --out "$OUT/llama-accum.json" 2>&1 | tail -12 ;;
     ddp) torchrun --nproc-per-node 2 bench/llama_train.py --out "$OUT/llama-ddp.json" 2>&1 | tail -12 ;;

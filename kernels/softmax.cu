@@ -7,8 +7,8 @@
 //   * 16-byte vector path when cols % VEC == 0 and every tensor pointer is 16-byte aligned (then every row
 //     is), scalar path otherwise. VEC = 16 / sizeof(T): 8 (half, bf16), 4 (float), 2 (double).
 //     A "pack" below is VEC elements on the vector path, 1 element on the scalar path; nv = packs per row.
-//   * blockDim.x must be a multiple of 32, <= the launch bound (512 unless a kernel says otherwise); other
-//     block sizes trap.
+//   * blockDim.x must be a multiple of 32, at most 512 (kMaxWarps warps) and the launch bound; other block sizes
+//     trap.
 //   * Rows are handled by a "team": one warp per row for short rows (per kernel below), otherwise one block
 //     per row. Teams loop over rows grid-stride, so ANY grid is correct; recommended grids below.
 //   * Deterministic: fixed-order per-thread accumulation, xor-butterfly warp reductions (the combine
@@ -150,15 +150,36 @@ template <class Op, typename A, int N> struct ArrayOp {
   }
 };
 
-template <class Op, typename A, int N> __device__ __forceinline__ Red<A, N> warp_allreduce(Red<A, N> v) {
+// Blocks take at most this many warps (check_block; the launch bounds say 512 threads where they bound threads).
+constexpr int kMaxWarps = 16;
+
+// Butterfly over aligned groups of WIDTH lanes (a power of two <= 32): every lane of a group ends with the same bits.
+template <class Op, int WIDTH = 32, typename A, int N> __device__ __forceinline__ Red<A, N> warp_allreduce(Red<A, N> v) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
+  for (int o = WIDTH / 2; o > 0; o >>= 1) {
     Red<A, N> w;
 #pragma unroll
     for (int i = 0; i < N; ++i) w.f[i] = __shfl_xor_sync(0xffffffffu, v.f[i], o);
     v = Op::combine(v, w);
   }
   return v;
+}
+
+// The nw warp partials, each aligned group of WIDTH >= nw lanes reading all of them (the rest the identity), reduced
+// over the group: log2(WIDTH) butterfly steps where 32 lanes took 5. The steps it drops combined with the identity,
+// which is exact (max; +0 to sums that are never -0), so the bits are the same. With WIDTH 16 (kMaxWarps), on an H100
+// (bench/exp_softmax_span.sh, h100-2026-11-28-s43/ab-h100-softmax-span16.log): bf16 32768 x 4096 forward 180.9 ->
+// 180.3 us, x 1001 159.1 -> 156.6, the rest within 0.2%. Choosing WIDTH from nw at run time (8 for 256 threads)
+// spilled the 16-bit and float32 held rows' fits (kernels/check_compile.py).
+template <class Op, int WIDTH, typename A, int N>
+__device__ __forceinline__ Red<A, N> warp_partials_allreduce(const A* b, int nw) {
+  const int q = threadIdx.x & (WIDTH - 1);
+  Red<A, N> w = Op::identity();
+  if (q < nw) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) w.f[i] = b[q * N + i];
+  }
+  return warp_allreduce<Op, WIDTH>(w);
 }
 
 // BLOCK: all threads of the block (one __syncthreads); red holds 2 * 32 * N values, used alternately by
@@ -175,12 +196,7 @@ __device__ __forceinline__ Red<A, N> team_allreduce(Red<A, N> v, A* red, int& pa
       for (int i = 0; i < N; ++i) b[warp * N + i] = v.f[i];
     }
     __syncthreads();
-    Red<A, N> w = Op::identity();
-    if (lane < nw) {
-#pragma unroll
-      for (int i = 0; i < N; ++i) w.f[i] = b[lane * N + i];
-    }
-    v = warp_allreduce<Op>(w);
+    v = warp_partials_allreduce<Op, kMaxWarps, A, N>(b, nw);
   }
   return v;
 }
@@ -820,7 +836,7 @@ __device__ __forceinline__ void softmax_bwd_split(const T* gy, const T* y, T* gx
 }
 
 __device__ __forceinline__ void check_block() {
-  if (blockDim.x & 31u) __trap();  // teams are whole warps
+  if (blockDim.x & 31u || blockDim.x > 32 * kMaxWarps) __trap();  // teams are whole warps, at most kMaxWarps
 }
 
 // ---------------------------------------------------------------- the reduced loss's finish
@@ -1158,7 +1174,11 @@ __global__ void __launch_bounds__(256) kk_cross_entropy_bwd_flat(const T* logits
 namespace kk_sm {
 // One row of kk_cross_entropy_held at offset o: thread ti of the row's nt loads its n packs, the row's (max, sum exp)
 // comes from its team (the block, or the cluster when SPLIT), its first thread writes the stats and loss, then the
-// gradient is written from registers, after the count (pdl_wait) on the block's first row.
+// gradient is written from registers, after the count (pdl_wait) on the block's first row. Blocks of at least
+// kTwoReductionThreads take the max and then the sum against it, as softmax's held rows: on an H100 (GPU time of a
+// mean's forward and backward, bench/exp_ce_held_two_reductions.py, h100-2026-11-28-s43/ab-h100-ce-held-two*.log)
+// float32 32768 x 4096-8192 0.997, and with the H100's 16-bit fits of 4 packs (ops/softmax.py) bf16 x 4096 192.4 ->
+// 190.5 us, x 8192 369.5 -> 365.4, float16 x 4096 0.992.
 template <typename T, int P, bool SPLIT, int CTAS>
 __device__ __forceinline__ void held_ce_row(const T* logits, const long long* target, acc_t<T>* stats,
                                             acc_t<T>* row_loss, T* grad, const unsigned long long* count, int mean,
@@ -1176,12 +1196,31 @@ __device__ __forceinline__ void held_ce_row(const T* logits, const long long* ta
   for (int k = 0; k < P; ++k)
     if (k < n) u[k] = load_vec<W, kCeHeldLd<T, SPLIT>>(xr + (k * (long long)nt + ti) * W);
   A m = ninf<A>(), s = A(0);
-  ms_update<T, W, P>(u, n, m, s);
   Red<A, 2> st;
-  st.f[0] = m;
-  st.f[1] = s;
-  if constexpr (SPLIT) (*cluster)(st.f, ArrayOp<MaxSumOp<T, 2>, A, 2>{});
-  else st = team_allreduce<MaxSumOp<T, 2>, true>(st, red, parity);  // bitwise equal in every lane
+  if (!SPLIT && nt >= kTwoReductionThreads) {
+#pragma unroll
+    for (int k = 0; k < P; ++k)
+      if (k < n) {
+#pragma unroll
+        for (int j = 0; j < W; ++j) m = amax(m, kk::acc_at(u[k], j));
+      }
+    m = team_allreduce<MaxOp<T>, true>(Red<A, 1>{{m}}, red, parity).f[0];
+    const A r = safe_ref(m);
+#pragma unroll
+    for (int k = 0; k < P; ++k)
+      if (k < n) {
+#pragma unroll
+        for (int j = 0; j < W; ++j) s += ex<T>(kk::acc_at(u[k], j) - r);
+      }
+    st.f[0] = m;
+    st.f[1] = team_allreduce<SumOp<T>, true>(Red<A, 1>{{s}}, red, parity).f[0];
+  } else {
+    ms_update<T, W, P>(u, n, m, s);
+    st.f[0] = m;
+    st.f[1] = s;
+    if constexpr (SPLIT) (*cluster)(st.f, ArrayOp<MaxSumOp<T, 2>, A, 2>{});
+    else st = team_allreduce<MaxSumOp<T, 2>, true>(st, red, parity);
+  }
   const A mr = safe_ref(st.f[0]), ls_m = lg(st.f[1]);
   const bool ignored = t == ignore_index;
   if (ti == 0) {

@@ -363,9 +363,10 @@ _BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2, 3, false, 1>"
 
 @pytest.fixture(params=[25.4, 36.5], ids=["H100-bandwidth", "H200-bandwidth"])
 def dram_gbps_per_sm(request, monkeypatch):
-    """The GPU's DRAM bandwidth per SM as the norm backwards' and softmax's fits see it (LOW_DRAM_GBPS_PER_SM): an
+    """The GPU's DRAM bandwidth per SM as the norm backwards', softmax's and the held cross-entropy's fits see it
+    (LOW_DRAM_GBPS_PER_SM): an
     H100's and an H200's, so that every sm_90 GPU tests both sets of fits."""
-    caches = (norms._backward_shape, softmax_module._softmax_shape)
+    caches = (norms._backward_shape, softmax_module._softmax_shape, softmax_module._held_ce_shape)
     monkeypatch.setattr(_runtime, "dram_gbps_per_sm", lambda dev: request.param)
     for c in caches:
         c.cache_clear()
@@ -897,6 +898,23 @@ def test_cross_entropy_gradient_written_in_the_forward(dtype, cols, reduce, out_
     held = held_loss_scratch(x.get_device(), 1, 1)
     torch.cuda.synchronize()
     assert held.count.item() == 0 and held.ticket.item() == 0  # set back to zero for the next call
+
+
+@pytest.mark.parametrize("dtype, cols", [(torch.bfloat16, 4096), (torch.float16, 8200), (torch.bfloat16, 16384)])
+def test_held_cross_entropy_at_either_dram_bandwidth(dram_gbps_per_sm, dtype, cols):
+    """The held loss's 16-bit rows at an H100's fits (_HELD_CE_FITS_LOW_GBPS: 4 packs, blocks of 128-512 threads, two
+    block reductions) and an H200's (8 packs, 64-256 threads, (max, sum) pairs below 128): the loss and stats agree
+    with the CPU's, and the gradient written in the forward is kk_cross_entropy_bwd's bitwise."""
+    x, target = held_case(dtype, cols)
+    x.data[0, : cols // 3] = float("-inf")  # masked positions
+    loss, stats, div = _cross_entropy_reduced(x, target, -100, 0.0, True, None, None)
+    assert loss.grad_fn.held_grad is not None
+    lossc, statsc, divc = _cross_entropy_reduced(x.detach().cpu(), target.cpu(), -100, 0.0, True, None, None)
+    agree(loss, lossc, torch.float32, 4)
+    agree(stats, statsc, torch.float32, 4)
+    (grad,) = torch.autograd.grad(loss, x)
+    g = torch.ones((), device="cuda", dtype=loss.dtype)
+    assert torch.equal(grad, cross_entropy_backward(x.detach(), target, stats, g, -100, 0.0, div))
 
 
 @pytest.mark.parametrize("kind", [torch.float32, torch.float64, torch.int32, torch.int64])

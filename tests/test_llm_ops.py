@@ -1270,6 +1270,28 @@ def test_softmax_held_rows_by_dram_bandwidth(monkeypatch, gbps_per_sm):
         assert (s.kernel.name, s.block) == (name, block), (dtype, cols, s)
 
 
+@pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
+def test_held_cross_entropy_rows_by_dram_bandwidth(monkeypatch, gbps_per_sm):
+    """The held cross-entropy's 16-bit rows of 2048-16384 columns take 4 packs per thread below LOW_DRAM_GBPS_PER_SM
+    (an H100: _HELD_CE_FITS_LOW_GBPS, 128 threads at 4096 columns, so two block reductions), the 8-pack fit from 4096
+    columns from it (an H200); float32 rows the same on both (no GPU needed: the kernel lookup is a stand-in)."""
+    softmax = _stub_kernels(monkeypatch, "softmax", gbps_per_sm)
+    h100 = gbps_per_sm < LOW_DRAM_GBPS_PER_SM
+    bf16, f32 = "kk_cross_entropy_held<__nv_bfloat16, ", "kk_cross_entropy_held<float, "
+    want = {
+        (torch.bfloat16, 2048): (bf16 + "4, 2>", 64),
+        (torch.bfloat16, 4096): (bf16 + "4, 2>", 128) if h100 else (bf16 + "8, 2>", 64),
+        (torch.bfloat16, 16384): (bf16 + "4, 2>", 512) if h100 else (bf16 + "8, 2>", 256),
+        (torch.bfloat16, 16392): (bf16 + "8, 2>", 288),
+        (torch.bfloat16, 32768): (bf16 + "8, 2>", 512),
+        (torch.float32, 4096): (f32 + "8, 2>", 128),
+    }
+    for (dtype, cols), (name, block) in want.items():
+        s = softmax._held_ce_shape.__wrapped__(dtype, cols, 0)
+        assert (s.kernel.name, s.block) == (name, block), (dtype, cols, s)
+    assert softmax._held_ce_shape.__wrapped__(torch.bfloat16, 1024, 0) is None  # the kernels apart
+
+
 def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
     """Softmax rows of at most 32 x packs (one warp each, 8 rows per 256-thread block) take the first instantiation in
     _WARP_FITS whose register packs hold them; wider rows take a block each (no GPU needed: the kernel lookup and the

@@ -483,6 +483,13 @@ def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dt
 # 1044.0; split, 4096 x 32768 382.6 -> 293.8, 2048 x 65536 386.9 -> 289.8, x 262144 1498.5 -> 1147.1. bf16 32768 x
 # 1024 was slower (62.2 -> 74.0) and keeps them.
 _HELD_CE_FITS = {2: ((8, 2, 64), (4, 2, 64)), 4: ((8, 2, 64), (4, 2, 32))}
+# Below _runtime.LOW_DRAM_GBPS_PER_SM the 16-bit rows of 2048-16384 columns take 4 packs per thread (128 threads at 4096
+# columns, so two block reductions instead of (max, sum) pairs): on an H100 (GPU time of a mean's forward and backward,
+# bench/exp_ce_held_two_reductions.py, h100-2026-11-28-s43/ab-h100-ce-held-two_p4m2.log) bf16 32768 x 4096 192.4 ->
+# 190.5 us, x 8192 369.5 -> 365.4, float16 x 4096 191.9 -> 190.4; 3 blocks per SM 0.992-0.995, 2 packs at 4 blocks
+# 1.02-1.05 slower. On an H200, 128-thread rows of 4 packs had been slower with the pairs (154.2 against 144.7 us,
+# h200-2026-11-24-s34/ce-fused-fits.log) and are not measured with two reductions.
+_HELD_CE_FITS_LOW_GBPS = _HELD_CE_FITS | {2: ((4, 2, 64), (8, 2, 64))}
 _HELD_CE_SPLIT_FITS = {2: (8, 2), 4: (8, 2)}
 _COUNT_PER = 8  # kk_cross_entropy_count's and kk_cross_entropy_mean's rows per thread
 _TOTAL_THREADS = 256  # their blocks (kk_sm::kTotalThreads)
@@ -495,7 +502,8 @@ def _held_ce_shape(dtype: torch.dtype, cols: int, dev: int) -> Optional[RowShape
     if cols % VEC[dtype]:
         return None
     nv = cols // VEC[dtype]
-    for packs, minb, threads in _HELD_CE_FITS.get(dtype.itemsize, ()):
+    fits = _HELD_CE_FITS_LOW_GBPS if low_dram_bandwidth(dev) else _HELD_CE_FITS
+    for packs, minb, threads in fits.get(dtype.itemsize, ()):
         if packs * threads <= nv <= packs * 512:
             k = kernel("softmax", f"kk_cross_entropy_held<{CTYPE[dtype]}, {packs}, {minb}>")
             return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62)
