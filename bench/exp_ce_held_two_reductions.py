@@ -15,6 +15,10 @@ against the shipped source (bench/ab_source.py --queued, GPU time alone):
 
     python3 bench/exp_ce_held_two_reductions.py --check     # the pattern matches once (no GPU needed)
     OUT=$OUT python3 bench/exp_ce_held_two_reductions.py    # on the GPU machine (bench/gpu_run.sh ce-two)
+
+Since session 43 kernels/softmax.cu ships "two" (and ops/softmax.py the 4-pack 16-bit fit below 30 GB/s of DRAM
+bandwidth per SM: h100-2026-11-28-s43/ab-h100-ce-held-two*.log), so the pattern matches only the source before it.
+To run the A/B again, build the wheel from 36ebf53's sources (`git show 36ebf53:kernels/softmax.cu`).
 """
 
 from __future__ import annotations
@@ -92,7 +96,10 @@ def main() -> None:
     a = ap.parse_args()
     src = open(SOURCE).read()
     if len(re.findall(_PAIRS, src)) != 1:
-        sys.exit("the held cross-entropy row's (max, sum) reduction does not match once in kernels/softmax.cu")
+        sys.exit(
+            "the held cross-entropy row's (max, sum) reduction does not match once in kernels/softmax.cu (its two "
+            "reductions ship since session 43: run this on 36ebf53's source)"
+        )
     if a.check:
         print("the pattern matches")
         return

@@ -364,8 +364,7 @@ _BULK = "kk_layer_norm_bwd_bulk<__nv_bfloat16, 256, 2, 3, false, 1>"
 @pytest.fixture(params=[25.4, 36.5], ids=["H100-bandwidth", "H200-bandwidth"])
 def dram_gbps_per_sm(request, monkeypatch):
     """The GPU's DRAM bandwidth per SM as the norm backwards', softmax's and the held cross-entropy's fits see it
-    (LOW_DRAM_GBPS_PER_SM): an
-    H100's and an H200's, so that every sm_90 GPU tests both sets of fits."""
+    (LOW_DRAM_GBPS_PER_SM): an H100's and an H200's, so that every sm_90 GPU tests both sets of fits."""
     caches = (norms._backward_shape, softmax_module._softmax_shape, softmax_module._held_ce_shape)
     monkeypatch.setattr(_runtime, "dram_gbps_per_sm", lambda dev: request.param)
     for c in caches:
