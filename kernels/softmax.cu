@@ -228,29 +228,40 @@ __device__ __forceinline__ acc_t<T> pair_max(const Vec<T, W> (&u)[N], int n, acc
   return amax(m, amax(kk::to_acc(mx.x), kk::to_acc(mx.y)));
 }
 
-// Online (max, sum exp) update with N packs: one rescale per group, one exp per element.
+// The max of the first n of N packs (and m), element by element.
 template <typename T, int W, int N>
-__device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<T>& m, acc_t<T>& s) {
-  using A = acc_t<T>;
-  A cm = m;
-  if constexpr (sizeof(T) == 2 && W % 2 == 0) {
-    cm = pair_max<T, W, N>(u, n, m);
-  } else {
+__device__ __forceinline__ acc_t<T> pack_max(const Vec<T, W> (&u)[N], int n, acc_t<T> m) {
 #pragma unroll
-    for (int k = 0; k < N; ++k)
-      if (k < n) {
+  for (int k = 0; k < N; ++k)
+    if (k < n) {
 #pragma unroll
-        for (int j = 0; j < W; ++j) cm = amax(cm, kk::acc_at(u[k], j));
-      }
-  }
-  const A r = safe_ref(cm);
-  s *= ex<T>(m - r);  // rescale from safe_ref(m) to r (m == -inf: s is 0 or NaN, factor 0)
+      for (int j = 0; j < W; ++j) m = amax(m, kk::acc_at(u[k], j));
+    }
+  return m;
+}
+
+// s plus exp(x - r) of each element of the first n of N packs, in order.
+template <typename T, int W, int N>
+__device__ __forceinline__ acc_t<T> exp_sum(const Vec<T, W> (&u)[N], int n, acc_t<T> r, acc_t<T> s) {
 #pragma unroll
   for (int k = 0; k < N; ++k)
     if (k < n) {
 #pragma unroll
       for (int j = 0; j < W; ++j) s += ex<T>(kk::acc_at(u[k], j) - r);
     }
+  return s;
+}
+
+// Online (max, sum exp) update with N packs: one rescale per group, one exp per element.
+template <typename T, int W, int N>
+__device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<T>& m, acc_t<T>& s) {
+  using A = acc_t<T>;
+  A cm;
+  if constexpr (sizeof(T) == 2 && W % 2 == 0) cm = pair_max<T, W, N>(u, n, m);
+  else cm = pack_max<T, W, N>(u, n, m);
+  const A r = safe_ref(cm);
+  s *= ex<T>(m - r);  // rescale from safe_ref(m) to r (m == -inf: s is 0 or NaN, factor 0)
+  s = exp_sum<T, W, N>(u, n, r, s);
   m = cm;
 }
 
@@ -1198,20 +1209,8 @@ __device__ __forceinline__ void held_ce_row(const T* logits, const long long* ta
   A m = ninf<A>(), s = A(0);
   Red<A, 2> st;
   if (!SPLIT && nt >= kTwoReductionThreads) {
-#pragma unroll
-    for (int k = 0; k < P; ++k)
-      if (k < n) {
-#pragma unroll
-        for (int j = 0; j < W; ++j) m = amax(m, kk::acc_at(u[k], j));
-      }
-    m = team_allreduce<MaxOp<T>, true>(Red<A, 1>{{m}}, red, parity).f[0];
-    const A r = safe_ref(m);
-#pragma unroll
-    for (int k = 0; k < P; ++k)
-      if (k < n) {
-#pragma unroll
-        for (int j = 0; j < W; ++j) s += ex<T>(kk::acc_at(u[k], j) - r);
-      }
+    m = team_allreduce<MaxOp<T>, true>(Red<A, 1>{{pack_max<T, W, P>(u, n, m)}}, red, parity).f[0];
+    s = exp_sum<T, W, P>(u, n, safe_ref(m), s);
     st.f[0] = m;
     st.f[1] = team_allreduce<SumOp<T>, true>(Red<A, 1>{{s}}, red, parity).f[0];
   } else {
