@@ -16,6 +16,8 @@
 #          softmax-issue (bench/exp_softmax_fwd_issue.py: A/B of softmax's forward at fewer instructions per element),
 #          softmax-once (bench/exp_softmax_exp_once.sh: A/B of softmax's held rows keeping their exponentials),
 #          ce-two (bench/exp_ce_held_two_reductions.py: A/B of the eager loss's held rows in two reductions),
+#          ce-two-h200 (bench/exp_ce_two_h200.sh: session 43's softmax.cu and the H100's held cross-entropy fits on an H200),
+#          softmax-one-row (bench/exp_softmax_one_row.sh: A/B of kk_softmax_fwd's held rows one per block),
 #          softmax-sass (bench/exp_h100_softmax_sass.sh: ncu and SASS of softmax's bf16 x 4096 forward against Liger's),
 #          softmax-span (bench/exp_softmax_span.sh: A/B of softmax.cu's block reductions over 16 lanes),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
@@ -82,6 +84,8 @@ for s in $steps; do
     softmax-issue) OUT=$OUT python3 bench/exp_softmax_fwd_issue.py ;;
     softmax-once) OUT=$OUT bash bench/exp_softmax_exp_once.sh ;;
     ce-two) OUT=$OUT python3 bench/exp_ce_held_two_reductions.py ;;
+    ce-two-h200) OUT=$OUT bash bench/exp_ce_two_h200.sh ;;
+    softmax-one-row) OUT=$OUT bash bench/exp_softmax_one_row.sh ;;
     softmax-sass) OUT=$OUT bash bench/exp_h100_softmax_sass.sh ;;
     softmax-span) OUT=$OUT bash bench/exp_softmax_span.sh ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \

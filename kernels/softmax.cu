@@ -10,7 +10,8 @@
 //   * blockDim.x must be a multiple of 32, at most 512 (kMaxWarps warps) and the launch bound; other block sizes
 //     trap.
 //   * Rows are handled by a "team": one warp per row for short rows (per kernel below), otherwise one block
-//     per row. Teams loop over rows grid-stride, so ANY grid is correct; recommended grids below.
+//     per row. Teams loop over rows grid-stride, so ANY grid is correct (but kk_softmax_fwd's held block rows, one
+//     per block); recommended grids below.
 //   * Deterministic: fixed-order per-thread accumulation, xor-butterfly warp reductions (the combine
 //     functions are commutative, so all lanes hold bit-identical results), then a fixed-order pass over
 //     the per-warp partials. Results depend on blockDim (reduction tree) but not on the grid.
@@ -50,7 +51,8 @@ constexpr int kTwoReductionThreads = 128;
 // Those rows keep their exponentials (taken against the row's max) for the output instead of taking them again, where
 // they are at most 16 floats a thread under a cap of at least 40 registers: on an H100 (ab_source.py --queued,
 // h100-2026-11-28-s42/ab-h100-softmax-once16.log) bf16 32768 x 4096 181.4 -> 180.5 us (40 registers for 32 at three
-// 256-thread blocks per SM), float32 unchanged, bitwise equal. More floats, or a tighter cap, spill (kernels/
+// 256-thread blocks per SM), float32 unchanged, bitwise equal. One row per block (softmax_fwd_run) brought them back
+// to 32 (ops/softmax.py _HELD_WARPS_LOW_GBPS says what that did). More floats, or a tighter cap, spill (kernels/
 // check_compile.py); at one pack a thread (Liger's rows) bf16 x 4096 ran 19% slower, 14% keeping them
 // (ab-h100-softmax-*-1pack.log).
 template <int RP, int W, int MAXT, int MINB> constexpr bool kKeepExps = RP * W <= 16 && 65536 / (MAXT * MINB) >= 40;
@@ -271,7 +273,7 @@ __device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<
 // memory, else global/L2) and writes y. Each pack is read and written by the same thread only, so y == x
 // (exact in place) is safe. STREAM = false: no streamed part (the caller guarantees nv <= RP * nt), which
 // leaves the registers of the streaming loops to more blocks per SM.
-template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false, int PARTS = 0, bool KEEP = false>
+template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false, int PARTS = 0>
 __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity,
                                         kk::ClusterRowReduce<2, acc_t<T>, SPLIT, PARTS>* cluster = nullptr) {
@@ -289,23 +291,13 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
 #pragma unroll
       for (int j = 0; j < W; ++j) m = amax(m, kk::acc_at(v[k], j));
     }
-  // Held rows of blocks of at least kTwoReductionThreads: the row's max first, then the sum of exponentials against
-  // it: two reductions with no exponential in their combines, against one of (max, sum) pairs with two per combine.
-  const bool two = BLOCK && !STREAM && !SPLIT && nt >= kTwoReductionThreads;
-  if (two) m = team_allreduce<MaxOp<T>, BLOCK>(Red<A, 1>{{m}}, red, parity).f[0];
-  // KEEP: the exponentials, which are the output's where two (their reference is then the row's max)
-  A e[KEEP ? RP : 1][KEEP ? W : 1];
   {
     const A r = safe_ref(m);
 #pragma unroll
     for (int k = 0; k < RP; ++k)
       if (ti + (long long)k * nt < nv) {
 #pragma unroll
-        for (int j = 0; j < W; ++j) {
-          const A t = ex<T>(kk::acc_at(v[k], j) - r);
-          s += t;
-          if constexpr (KEEP) e[k][j] = t;
-        }
+        for (int j = 0; j < W; ++j) s += ex<T>(kk::acc_at(v[k], j) - r);
       }
   }
   const long long base = (long long)RP * nt;  // first streamed pack
@@ -340,7 +332,6 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   st.f[0] = m;
   st.f[1] = s;
   if constexpr (SPLIT) (*cluster)(st.f, ArrayOp<MaxSumOp<T, 2>, A, 2>{});
-  else if (two) st.f[1] = team_allreduce<SumOp<T>, BLOCK>(Red<A, 1>{{s}}, red, parity).f[0];
   else st = team_allreduce<MaxSumOp<T, 2>, BLOCK>(st, red, parity);
   const A r = safe_ref(st.f[0]);
   const A inv = A(1) / st.f[1];  // all -inf row: 1/0 = inf, times exp(-inf) = 0 -> NaN
@@ -350,10 +341,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
     if (p < nv) {
       A o[W];
 #pragma unroll
-      for (int j = 0; j < W; ++j) {
-        if constexpr (KEEP) o[j] = (two ? e[k][j] : ex<T>(kk::acc_at(v[k], j) - r)) * inv;
-        else o[j] = ex<T>(kk::acc_at(v[k], j) - r) * inv;
-      }
+      for (int j = 0; j < W; ++j) o[j] = ex<T>(kk::acc_at(v[k], j) - r) * inv;
       store_vec<W, SPLIT>(yr + p * W, kk::acc_to_vec<T, W>(o));
     }
   }
@@ -386,6 +374,47 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   }
 }
 
+// A held row of a block of at least kTwoReductionThreads: the row's max first, then the sum of exponentials against
+// it, in two block reductions with no exponential in their combines (fwd_row's one reduction of (max, sum) pairs
+// takes two per combine). Pack indices are ints (nv <= RP * 512). KEEP: the exponentials stay in registers for the
+// output instead of being taken again; apart from fwd_row, the packs are dead once they are taken.
+template <typename T, int W, int RP, bool KEEP>
+__device__ __forceinline__ void held_two_row(const T* xr, T* yr, int nv, int ti, int nt, acc_t<T>* red, int& parity) {
+  using A = acc_t<T>;
+  Vec<T, W> v[RP];
+#pragma unroll
+  for (int k = 0; k < RP; ++k)
+    if (ti + k * nt < nv) v[k] = load_vec<W, kSoftmaxLd<T>>(xr + (ti + k * nt) * W);
+  A m = ninf<A>();
+#pragma unroll
+  for (int k = 0; k < RP; ++k)
+    if (ti + k * nt < nv) {
+#pragma unroll
+      for (int j = 0; j < W; ++j) m = amax(m, kk::acc_at(v[k], j));
+    }
+  const A r = safe_ref(team_allreduce<MaxOp<T>, true>(Red<A, 1>{{m}}, red, parity).f[0]);
+  A s = A(0), e[KEEP ? RP : 1][KEEP ? W : 1];
+#pragma unroll
+  for (int k = 0; k < RP; ++k)
+    if (ti + k * nt < nv) {
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        const A t = ex<T>(kk::acc_at(v[k], j) - r);
+        s += t;
+        if constexpr (KEEP) e[k][j] = t;
+      }
+    }
+  const A inv = A(1) / team_allreduce<SumOp<T>, true>(Red<A, 1>{{s}}, red, parity).f[0];  // all -inf: 1/0, then NaN
+#pragma unroll
+  for (int k = 0; k < RP; ++k)
+    if (ti + k * nt < nv) {
+      A o[W];
+#pragma unroll
+      for (int j = 0; j < W; ++j) o[j] = (KEEP ? e[k][j] : ex<T>(kk::acc_at(v[k], j) - r)) * inv;
+      store_vec<W>(yr + (ti + k * nt) * W, kk::acc_to_vec<T, W>(o));
+    }
+}
+
 // HELD: rows held whole in the registers of one block (traps otherwise); no streaming code.
 template <typename T, int W, int RP, bool HELD, bool KEEP>
 __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
@@ -399,13 +428,24 @@ __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows
     for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
       fwd_row<T, W, false, RP, true>(x + row * cols, y + row * cols, nv, lane, 32, nullptr, 0, red, parity);
   } else {
-    if (HELD && nv > RP * (long long)blockDim.x) __trap();
     T* cache = reinterpret_cast<T*>(kk_sm_dyn);
     const long long cache_packs = dyn_smem_bytes() / (W * sizeof(T));
+    if constexpr (HELD) {
+      // One row per block, no grid-stride loop: its state took 8 registers more (40 for 32 in the 16-bit rows of 2
+      // packs, kernels/check_compile.py), which cost the H100's fit a quarter of its blocks per SM.
+      if (nv > RP * (long long)blockDim.x || gridDim.x < rows) __trap();
+      const long long row = blockIdx.x, o = row * cols;
+      if (row >= rows) return;
+      if (blockDim.x >= kTwoReductionThreads)
+        held_two_row<T, W, RP, KEEP>(x + o, y + o, (int)nv, threadIdx.x, blockDim.x, red, parity);
+      else
+        fwd_row<T, W, true, RP, false>(x + o, y + o, nv, threadIdx.x, blockDim.x, nullptr, 0, red, parity);
+    } else {
 #pragma unroll 1
-    for (long long row = blockIdx.x; row < rows; row += gridDim.x)
-      fwd_row<T, W, true, RP, !HELD, false, 0, KEEP>(x + row * cols, y + row * cols, nv, threadIdx.x, blockDim.x,
-                                                     cache, cache_packs, red, parity);
+      for (long long row = blockIdx.x; row < rows; row += gridDim.x)
+        fwd_row<T, W, true, RP, true>(x + row * cols, y + row * cols, nv, threadIdx.x, blockDim.x, cache, cache_packs,
+                                      red, parity);
+    }
   }
 }
 
@@ -973,7 +1013,7 @@ template <typename A> __device__ __forceinline__ A given_divisor(const void* by,
 //         grid = rows (bench/sweep_rows.py, H200). Needs the MAX_DYNAMIC_SHARED_SIZE attribute (Kernel.launch).
 //   HELD = true: rows held whole in registers (nv <= RP * B, else the kernel traps), no shared memory and no
 //         streaming code, which leaves registers for more blocks per SM: B = roundup(ceil(nv / RP), 32),
-//         grid = rows. Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 4 with MINB 2 up to
+//         grid >= rows (one row per block, no grid-stride loop: a smaller grid traps; warp rows loop as above). Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 4 with MINB 2 up to
 //         4096 columns, then RP 8 with MINB 2; float32 RP 8 with MINB 2 (94-96% of copy at 4096 and 8192).
 //   SPLIT = true (with HELD; sm_90+, 16-byte path, else it traps): a row split over a cluster of S <= 8 CTAs (16
 //         with CTAS), grid (G, S) with cluster dims (1, S, 1), each CTA holding its part in registers

@@ -600,10 +600,29 @@ def test_softmax_held_rows_at_either_dram_bandwidth(dram_gbps_per_sm, dtype, col
     thread) and an H200's (_HELD), with masked positions, agree with the CPU."""
     shape = softmax_module._softmax_shape("kk_softmax_fwd", dtype, cols, 0, True)
     assert shape.kernel.name.endswith("512, true>") and shape.per_block == 1, shape.kernel.name
+    warps = shape.kernel.occupancy(shape.block, shape.smem, 0) * shape.block // 32
+    capped = dtype.itemsize == 2 and dram_gbps_per_sm < LOW_DRAM_GBPS_PER_SM  # _HELD_WARPS_LOW_GBPS
+    assert (warps <= 48) if capped else shape.smem == 0, (warps, shape.smem)
     x = rand(300, cols, dtype, scale=4)
     x[0, : cols // 3] = float("-inf")
     y, yc = both(K.softmax, x)
     agree(y, yc, dtype)
+
+
+def test_softmax_held_rows_need_a_block_per_row(launch_in_subprocess):
+    """kk_softmax_fwd's held block rows take one row per block, with no grid-stride loop: a grid of fewer blocks than
+    rows fails its launch instead of leaving rows unwritten; one block per row agrees with torch."""
+    expr = "kk_softmax_fwd<__nv_bfloat16, 3, 2, 512, true>"
+    for grid, want in ((7, f"LAUNCH_ERROR kernel '{expr}' failed"), (8, "NO ERROR")):
+        stdout, printed = launch_in_subprocess(f"""
+            from kernelkit.ops._runtime import kernel
+            x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)
+            y = torch.empty_like(x)
+            kernel("softmax", "{expr}").launch({grid}, 256, (x, y, 8, 4096))
+            torch.cuda.synchronize()
+            assert (y.float() - torch.softmax(x.float(), -1)).abs().max() < 1e-3
+        """)
+        assert stdout.startswith(want), printed
 
 
 SPLIT_WIDTHS = [8200, 24576, 40960, 65536, 98304, 131072]

@@ -61,6 +61,26 @@ _HELD_LOW_GBPS = _HELD | {
     ("kk_softmax_fwd", 2): ((2, 3, 256), *_HELD["kk_softmax_fwd", 2]),
     ("kk_softmax_fwd", 4): ((4, 2, 256), *_HELD["kk_softmax_fwd", 4]),
 }
+# Below _runtime.LOW_DRAM_GBPS_PER_SM the 16-bit forward's held rows on the 16-byte path are held to 48 warps per SM
+# (by dynamic shared memory they do not use). Since its held rows take one row per block (kernels/softmax.cu
+# softmax_fwd_run), they compile to 32 registers where they took 40, and 64 warps per SM ran slower on an H100 (GPU
+# time alone, bench/exp_softmax_one_row.sh, h100-2026-11-28-s44/ab-h100-softmax-one-row*.log): bf16 32768 x 4096
+# 181.0 us against 180.4 before the change. Held to 48 warps (the loop's occupancy), against before it: bf16 x 4096
+# 180.4 -> 179.7, float16 180.7 -> 179.9, x 8192 356.2 -> 354.1, x 6000 within 0.1%; 40 warps 1.08-1.17x slower at
+# 6000-8192 columns, 56 within 0.2%. The scalar rows (odd widths) run free: bf16 x 1001 157.2 -> 121.3, float32 98.0
+# -> 96.6.
+_HELD_WARPS_LOW_GBPS = {("kk_softmax_fwd", 2): 48}
+
+
+def _warps_cap_smem(k: Kernel, block: int, dev: int, warps: Optional[int]) -> int:
+    """The least dynamic shared memory (in 1 KiB steps) that holds ``k``'s blocks of ``block`` threads to at most
+    ``warps`` warps per SM (0 with no cap)."""
+    smem = 0
+    while warps and k.occupancy(block, smem, dev) * (block // 32) > warps:
+        smem += 1024
+    return smem
+
+
 # Rows beyond one block's registers (on sm_90+, 16-byte path) are split over a cluster of up to 16 CTAs
 # (_runtime.SPLIT_MAX_CTAS), each holding its part in registers: (register packs per thread, minimum blocks per SM)
 # per (kernel, element size), tried in order, the next where one takes more than 16 CTAs. Against one block per row
@@ -118,7 +138,9 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: b
     for packs, minb, threads in held_fits.get((name, dtype.itemsize), ()):
         if packs * threads <= nv <= packs * 512 and nv > packs * 32:
             k = kernel("softmax", f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true>")
-            return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62)
+            threads = cdiv(cdiv(nv, packs), 32) * 32
+            cap = _HELD_WARPS_LOW_GBPS.get((name, dtype.itemsize)) if vector and low_dram_bandwidth(dev) else None
+            return RowShape(k, threads, 1, 1 << 62, smem=_warps_cap_smem(k, threads, dev, cap))
     fits = _SPLIT_FITS.get((name, dtype.itemsize), ()) if vector else ()
     for packs, minb in fits if fits and nv > fits[0][0] * 512 else ():
         expr = f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true, true>"
