@@ -18,6 +18,7 @@
 #          ce-two (bench/exp_ce_held_two_reductions.py: A/B of the eager loss's held rows in two reductions),
 #          ce-two-h200 (bench/exp_ce_two_h200.sh: session 43's softmax.cu and the H100's held cross-entropy fits on an H200),
 #          softmax-one-row (bench/exp_softmax_one_row.sh: A/B of kk_softmax_fwd's held rows one per block),
+#          softmax-held-fits (bench/exp_softmax_held_fits.sh: softmax forward fits after the one-row change),
 #          softmax-sass (bench/exp_h100_softmax_sass.sh: ncu and SASS of softmax's bf16 x 4096 forward against Liger's),
 #          softmax-span (bench/exp_softmax_span.sh: A/B of softmax.cu's block reductions over 16 lanes),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
@@ -86,6 +87,7 @@ for s in $steps; do
     ce-two) OUT=$OUT python3 bench/exp_ce_held_two_reductions.py ;;
     ce-two-h200) OUT=$OUT bash bench/exp_ce_two_h200.sh ;;
     softmax-one-row) OUT=$OUT bash bench/exp_softmax_one_row.sh ;;
+    softmax-held-fits) OUT=$OUT bash bench/exp_softmax_held_fits.sh ;;
     softmax-sass) OUT=$OUT bash bench/exp_h100_softmax_sass.sh ;;
     softmax-span) OUT=$OUT bash bench/exp_softmax_span.sh ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
