@@ -610,19 +610,23 @@ def test_softmax_held_rows_at_either_dram_bandwidth(dram_gbps_per_sm, dtype, col
 
 
 def test_softmax_held_rows_need_a_block_per_row(launch_in_subprocess):
-    """kk_softmax_fwd's held block rows take one row per block, with no grid-stride loop: a grid of fewer blocks than
-    rows fails its launch instead of leaving rows unwritten; one block per row agrees with torch."""
+    """kk_softmax_fwd's held block rows take one row per block, with no grid-stride loop: one block per row agrees
+    with torch, and a grid of fewer blocks than rows fails its launch instead of leaving rows unwritten."""
     expr = "kk_softmax_fwd<__nv_bfloat16, 3, 2, 512, true>"
-    for grid, want in ((7, f"LAUNCH_ERROR kernel '{expr}' failed"), (8, "NO ERROR")):
-        stdout, printed = launch_in_subprocess(f"""
-            from kernelkit.ops._runtime import kernel
-            x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)
-            y = torch.empty_like(x)
-            kernel("softmax", "{expr}").launch({grid}, 256, (x, y, 8, 4096))
-            torch.cuda.synchronize()
-            assert (y.float() - torch.softmax(x.float(), -1)).abs().max() < 1e-3
-        """)
-        assert stdout.startswith(want), printed
+    stdout, printed = launch_in_subprocess(f"""
+        from kernelkit.ops._runtime import kernel
+        k = kernel("softmax", "{expr}")
+        x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)
+        y = torch.empty_like(x)
+        k.launch(8, 256, (x, y, 8, 4096))
+        torch.cuda.synchronize()
+        assert (y.float() - torch.softmax(x.float(), -1)).abs().max() < 1e-3
+        print("ONE BLOCK PER ROW AGREES")
+        k.launch(7, 256, (x, y, 8, 4096))
+    """)
+    lines = stdout.splitlines() + ["", ""]
+    assert lines[0] == "ONE BLOCK PER ROW AGREES", printed
+    assert lines[1].startswith(f"LAUNCH_ERROR kernel '{expr}' failed"), printed
 
 
 SPLIT_WIDTHS = [8200, 24576, 40960, 65536, 98304, 131072]
