@@ -428,11 +428,9 @@ __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows
     for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
       fwd_row<T, W, false, RP, true>(x + row * cols, y + row * cols, nv, lane, 32, nullptr, 0, red, parity);
   } else {
-    T* cache = reinterpret_cast<T*>(kk_sm_dyn);
-    const long long cache_packs = dyn_smem_bytes() / (W * sizeof(T));
     if constexpr (HELD) {
-      // One row per block, no grid-stride loop: its state took 8 registers more (40 for 32 in the 16-bit rows of 2
-      // packs, kernels/check_compile.py), which cost the H100's fit a quarter of its blocks per SM.
+      // One row per block, no grid-stride loop, whose state took 8 registers more (40 for 32 in the 16-bit rows of 2
+      // packs, kernels/check_compile.py; ops/softmax.py _HELD_WARPS_LOW_GBPS says what that did).
       if (nv > RP * (long long)blockDim.x || gridDim.x < rows) __trap();
       const long long row = blockIdx.x, o = row * cols;
       if (row >= rows) return;
@@ -441,6 +439,8 @@ __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows
       else
         fwd_row<T, W, true, RP, false>(x + o, y + o, nv, threadIdx.x, blockDim.x, nullptr, 0, red, parity);
     } else {
+      T* cache = reinterpret_cast<T*>(kk_sm_dyn);
+      const long long cache_packs = dyn_smem_bytes() / (W * sizeof(T));
 #pragma unroll 1
       for (long long row = blockIdx.x; row < rows; row += gridDim.x)
         fwd_row<T, W, true, RP, true>(x + row * cols, y + row * cols, nv, threadIdx.x, blockDim.x, cache, cache_packs,
@@ -1013,8 +1013,9 @@ template <typename A> __device__ __forceinline__ A given_divisor(const void* by,
 //         grid = rows (bench/sweep_rows.py, H200). Needs the MAX_DYNAMIC_SHARED_SIZE attribute (Kernel.launch).
 //   HELD = true: rows held whole in registers (nv <= RP * B, else the kernel traps), no shared memory and no
 //         streaming code, which leaves registers for more blocks per SM: B = roundup(ceil(nv / RP), 32),
-//         grid >= rows (one row per block, no grid-stride loop: a smaller grid traps; warp rows loop as above). Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 4 with MINB 2 up to
-//         4096 columns, then RP 8 with MINB 2; float32 RP 8 with MINB 2 (94-96% of copy at 4096 and 8192).
+//         grid >= rows (one row per block, no grid-stride loop: a smaller grid traps; warp rows loop as above).
+//         Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 4 with MINB 2 up to 4096 columns, then
+//         RP 8 with MINB 2; float32 RP 8 with MINB 2 (94-96% of copy at 4096 and 8192).
 //   SPLIT = true (with HELD; sm_90+, 16-byte path, else it traps): a row split over a cluster of S <= 8 CTAs (16
 //         with CTAS), grid (G, S) with cluster dims (1, S, 1), each CTA holding its part in registers
 //         (nv <= RP * B * S); G = the resident clusters, which loop over rows. ops/softmax.py's _SPLIT_FITS says

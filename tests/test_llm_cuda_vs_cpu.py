@@ -602,7 +602,7 @@ def test_softmax_held_rows_at_either_dram_bandwidth(dram_gbps_per_sm, dtype, col
     assert shape.kernel.name.endswith("512, true>") and shape.per_block == 1, shape.kernel.name
     warps = shape.kernel.occupancy(shape.block, shape.smem, 0) * shape.block // 32
     capped = dtype.itemsize == 2 and dram_gbps_per_sm < LOW_DRAM_GBPS_PER_SM  # _HELD_WARPS_LOW_GBPS
-    assert (warps <= 48) if capped else shape.smem == 0, (warps, shape.smem)
+    assert (48 - shape.block // 32 < warps <= 48) if capped else shape.smem == 0, (warps, shape.smem)
     x = rand(300, cols, dtype, scale=4)
     x[0, : cols // 3] = float("-inf")
     y, yc = both(K.softmax, x)

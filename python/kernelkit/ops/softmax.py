@@ -74,9 +74,9 @@ _HELD_WARPS_LOW_GBPS = {("kk_softmax_fwd", 2): 48}
 
 def _warps_cap_smem(k: Kernel, block: int, dev: int, warps: Optional[int]) -> int:
     """The least dynamic shared memory (in 1 KiB steps) that holds ``k``'s blocks of ``block`` threads to at most
-    ``warps`` warps per SM (0 with no cap)."""
+    ``warps`` warps per SM, or one block (0 with no cap)."""
     smem = 0
-    while warps and k.occupancy(block, smem, dev) * (block // 32) > warps:
+    while warps and k.occupancy(block, smem, dev) * (block // 32) > max(warps, block // 32):
         smem += 1024
     return smem
 
