@@ -5,7 +5,8 @@
 # writes logs and JSON reports to $OUT.
 #   usage: bash bench/gpu_run.sh [STEP ...]   (default: tests foundation ops demo)
 #   steps: tests foundation hostpath ops demo doctor sweep sweep-rows sweep-flat sweep-split sweep-llm
-#          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes)
+#          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes),
+#          llm-odd (the row ops at widths off the 16-byte path: 32768 x 4097, and GPT-2's vocabulary, 8192 x 50257)
 #          llama (bench/llama_train.py on one GPU), llama-accum (the same with 2 micro-batches a step, as
 #          transformers' Trainer accumulates), ddp (the same under DDP on two GPUs)
 #          triton-ptx (the PTX of the pointwise kernels torch.compile generated in earlier steps),
@@ -63,6 +64,11 @@ for s in $steps; do
     foundation) python3 bench/foundation.py --out "$OUT/foundation.json" 2>&1 | tail -25 ;;
     ops) COLUMNS=200 python3 -m kernelkit bench --json "$OUT/ops.json" --plot "$OUT/ops.png" 2>&1 | tee "$OUT/ops.log" | tail -3 ;;
     demo) python3 -m kernelkit demo 2>&1 | tee "$OUT/demo.log" | tail -25 ;;
+    llm-odd)
+      names="softmax softmax_backward cross_entropy cross_entropy_fwd_bwd rms_norm rms_norm_backward layer_norm"
+      # shellcheck disable=SC2086
+      COLUMNS=200 python3 -m kernelkit bench $names --sizes 32768x4097,8192x50257 --dtype bfloat16,float32 \
+        --json "$OUT/$s.json" 2>&1 | tee "$OUT/$s.log" | tail -3 ;;
     llm-norms | llm-softmax | llm-act)
       case $s in
         llm-norms) names="rms_norm rms_norm_backward add_rms_norm add_rms_norm_backward layer_norm layer_norm_backward" ;;
