@@ -1,11 +1,15 @@
 # Sourced by the A/B scripts (bench/exp_*.sh) on the GPU machine, after bench/gpu_run.sh installed the wheel into
-# /tmp/kk-site: their environment, the working directory bench/, and ab.
+# /tmp/kk-site: their environment, the working directory bench/, gpu (h100 or h200) and ab.
 set -uo pipefail
 export PYTHONPATH=/tmp/kk-site KERNELKIT_CACHE_DIR=/tmp/kernelkit-cache PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/kernelkit-out}
 cd "$(dirname "${BASH_SOURCE[0]}")" || exit 1
-ab() {  # FAMILY LOG, then ab_source.py's arguments: GPU time alone, the log to $OUT/LOG, its results printed
+gpu=$(python3 -c 'import torch; print("h100" if "H100" in torch.cuda.get_device_name() else "h200")')  # for log names
+# FAMILY LOG, then ab_source.py's arguments: GPU time alone over AB_ROUNDS rounds (4 unless set), the log to $OUT/LOG,
+# its results printed
+ab() {
   local family=$1 log=$2
   shift 2
-  python3 ab_source.py --family "$family" --queued --rounds 4 "$@" 2>&1 | tee "$OUT/$log" | grep -v '^  *$' | tail -12
+  python3 ab_source.py --family "$family" --queued --rounds "${AB_ROUNDS:-4}" "$@" 2>&1 | tee "$OUT/$log" \
+    | grep -v '^  *$' | tail -12
 }

@@ -12,7 +12,6 @@
 # On the GPU machine: OUT=$OUT bash bench/gpu_run.sh softmax-once.
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
-gpu=$(python3 -c 'import torch; print("h100" if "H100" in torch.cuda.get_device_name() else "h200")')
 fits=$([ "$gpu" = h100 ] && echo _HELD_LOW_GBPS || echo _HELD)
 host="softmax.$fits=softmax.$fits | {('kk_softmax_fwd', 2): ((1, 4, 256), *softmax.$fits['kk_softmax_fwd', 2]),"
 host+=" ('kk_softmax_fwd', 4): ((2, 4, 256), *softmax.$fits['kk_softmax_fwd', 4])}"

@@ -12,30 +12,25 @@
 # On the GPU machine: OUT=$OUT bash bench/gpu_run.sh softmax-held-fits.
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
-gpu=$(python3 -c 'import torch; print("h100" if "H100" in torch.cuda.get_device_name() else "h200")')
 f32_3="{('kk_softmax_fwd', 4): ((4, 3, 256), *softmax._HELD['kk_softmax_fwd', 4])}"
-ab8() {  # LOG, then ab_source.py's arguments, over 8 rounds
-  local log=$1
-  shift
-  python3 ab_source.py --family softmax --queued --rounds 8 "$@" 2>&1 | tee "$OUT/$log" | grep -v '^  *$' | tail -9
-}
+export AB_ROUNDS=8
 f32="softmax:float32:32768x4096 softmax:float32:32768x6000 softmax:float32:32768x8192"
 if [ "$gpu" = h100 ]; then
   # shellcheck disable=SC2086
-  ab8 ab-h100-softmax-f32-3blocks.log --b-host "softmax._HELD_LOW_GBPS=softmax._HELD_LOW_GBPS | $f32_3" $f32
+  ab softmax ab-h100-softmax-f32-3blocks.log --b-host "softmax._HELD_LOW_GBPS=softmax._HELD_LOW_GBPS | $f32_3" $f32
   for b in 3 4; do
     bwd="{('kk_softmax_bwd', 2): ((2, $b, 256), *softmax._HELD['kk_softmax_bwd', 2])}"
-    ab8 "ab-h100-softmax-bwd-${b}blocks.log" --b-host "softmax._HELD_LOW_GBPS=softmax._HELD_LOW_GBPS | $bwd" \
+    ab softmax "ab-h100-softmax-bwd-${b}blocks.log" --b-host "softmax._HELD_LOW_GBPS=softmax._HELD_LOW_GBPS | $bwd" \
       softmax_backward:bfloat16:32768x4096 softmax_backward:float16:32768x4096 softmax_backward:bfloat16:32768x6000
   done
 else
   all="softmax:bfloat16:32768x4096 softmax:float16:32768x4096 softmax:bfloat16:32768x8192 softmax:bfloat16:32768x6000
 softmax:bfloat16:32768x1001 $f32"
   # shellcheck disable=SC2086
-  [ -d ab-s43 ] && ab8 ab-h200-softmax-one-row.log --b-dir ab-s43 $all
+  [ -d ab-s43 ] && ab softmax ab-h200-softmax-one-row.log --b-dir ab-s43 $all
   # shellcheck disable=SC2086
-  ab8 ab-h200-softmax-h100-fits.log --b-host "softmax._HELD=softmax._HELD_LOW_GBPS" $all
+  ab softmax ab-h200-softmax-h100-fits.log --b-host "softmax._HELD=softmax._HELD_LOW_GBPS" $all
   # shellcheck disable=SC2086
-  ab8 ab-h200-softmax-h100-fits-f32-3blocks.log --b-host "softmax._HELD=softmax._HELD_LOW_GBPS | $f32_3" $f32
+  ab softmax ab-h200-softmax-h100-fits-f32-3blocks.log --b-host "softmax._HELD=softmax._HELD_LOW_GBPS | $f32_3" $f32
 fi
 exit 0

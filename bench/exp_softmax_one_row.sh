@@ -11,17 +11,12 @@
 # On the GPU machine: OUT=$OUT bash bench/gpu_run.sh softmax-one-row.
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
-gpu=$(python3 -c 'import torch; print("h100" if "H100" in torch.cuda.get_device_name() else "h200")')
 cases="softmax:bfloat16:32768x4096 softmax:float16:32768x4096 softmax:bfloat16:32768x6000 softmax:bfloat16:32768x8192
 softmax:float32:32768x4096 softmax:bfloat16:32768x1001 softmax:float32:32768x1001 softmax:bfloat16:32768x4097"
-ab8() {  # LOG, then ab_source.py's arguments, over 8 rounds
-  local log=$1
-  shift
-  python3 ab_source.py --family softmax --queued --rounds 8 "$@" 2>&1 | tee "$OUT/$log" | grep -v '^  *$' | tail -9
-}
+export AB_ROUNDS=8
 # shellcheck disable=SC2086
-ab8 "ab-$gpu-softmax-one-row-48warps.log" --b-dir ab-s43 $cases
+ab softmax "ab-$gpu-softmax-one-row-48warps.log" --b-dir ab-s43 $cases
 for w in 40 56; do
-  ab8 "ab-$gpu-softmax-one-row-warps$w.log" --b-host "softmax._HELD_WARPS_LOW_GBPS={('kk_softmax_fwd', 2): $w}" \
+  ab softmax "ab-$gpu-softmax-one-row-warps$w.log" --b-host "softmax._HELD_WARPS_LOW_GBPS={('kk_softmax_fwd', 2): $w}" \
     softmax:bfloat16:32768x4096 softmax:bfloat16:32768x8192 softmax:bfloat16:32768x6000
 done

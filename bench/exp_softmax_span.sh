@@ -9,7 +9,6 @@
 # On the GPU machine: OUT=$OUT bash bench/gpu_run.sh softmax-span.
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
-gpu=$(python3 -c 'import torch; print("h100" if "H100" in torch.cuda.get_device_name() else "h200")')
 cases="softmax:bfloat16:32768x4096 softmax:float16:32768x4096 softmax:float32:32768x4096 softmax:bfloat16:32768x8192
 softmax:float32:32768x8192 softmax:bfloat16:32768x2048 softmax:bfloat16:32768x1001 softmax_backward:bfloat16:32768x4096
 softmax_backward:float32:32768x4096 cross_entropy:bfloat16:32768x4096 cross_entropy_fwd_bwd:bfloat16:32768x4096

@@ -16,8 +16,8 @@
 #          h100-ln-fwd (bench/exp_h100_ln_fwd.sh: the 16-bit LayerNorm forward's fits on an H100),
 #          softmax-issue (bench/exp_softmax_fwd_issue.py: A/B of softmax's forward at fewer instructions per element),
 #          softmax-once (bench/exp_softmax_exp_once.sh: A/B of softmax's held rows keeping their exponentials),
-#          ce-two (bench/exp_ce_held_two_reductions.py: A/B of the eager loss's held rows in two reductions),
-#          ce-two-h200 (bench/exp_ce_two_h200.sh: session 43's softmax.cu and the H100's held cross-entropy fits on an H200),
+#          ce-two-h200 (bench/exp_ce_two_h200.sh: session 43's softmax.cu against its start, and each GPU's held
+#          cross-entropy fits on the other),
 #          softmax-one-row (bench/exp_softmax_one_row.sh: A/B of kk_softmax_fwd's held rows one per block),
 #          softmax-held-fits (bench/exp_softmax_held_fits.sh: softmax forward fits after the one-row change),
 #          softmax-sass (bench/exp_h100_softmax_sass.sh: ncu and SASS of softmax's bf16 x 4096 forward against Liger's),
@@ -64,19 +64,18 @@ for s in $steps; do
     foundation) python3 bench/foundation.py --out "$OUT/foundation.json" 2>&1 | tail -25 ;;
     ops) COLUMNS=200 python3 -m kernelkit bench --json "$OUT/ops.json" --plot "$OUT/ops.png" 2>&1 | tee "$OUT/ops.log" | tail -3 ;;
     demo) python3 -m kernelkit demo 2>&1 | tee "$OUT/demo.log" | tail -25 ;;
-    llm-odd)
-      names="softmax softmax_backward cross_entropy cross_entropy_fwd_bwd rms_norm rms_norm_backward layer_norm"
-      # shellcheck disable=SC2086
-      COLUMNS=200 python3 -m kernelkit bench $names --sizes 32768x4097,8192x50257 --dtype bfloat16,float32 \
-        --json "$OUT/$s.json" 2>&1 | tee "$OUT/$s.log" | tail -3 ;;
-    llm-norms | llm-softmax | llm-act)
+    llm-norms | llm-softmax | llm-act | llm-odd)
+      sizes=()  # the issue's sizes (kernelkit bench's default)
       case $s in
         llm-norms) names="rms_norm rms_norm_backward add_rms_norm add_rms_norm_backward layer_norm layer_norm_backward" ;;
         llm-softmax) names="softmax softmax_backward cross_entropy cross_entropy_backward cross_entropy_fwd_bwd cross_entropy_items_fwd_bwd" ;;
         llm-act) names="swiglu swiglu_backward rope rope_backward" ;;
+        llm-odd)
+          names="softmax softmax_backward cross_entropy cross_entropy_fwd_bwd rms_norm rms_norm_backward layer_norm"
+          sizes=(--sizes 32768x4097,8192x50257) ;;
       esac
       # shellcheck disable=SC2086
-      COLUMNS=200 python3 -m kernelkit bench $names --dtype bfloat16,float32 --json "$OUT/$s.json" 2>&1 \
+      COLUMNS=200 python3 -m kernelkit bench $names "${sizes[@]}" --dtype bfloat16,float32 --json "$OUT/$s.json" 2>&1 \
         | tee "$OUT/$s.log" | tail -3 ;;
     triton-ptx)
       mkdir -p "$OUT/triton-ptx"
@@ -90,7 +89,6 @@ for s in $steps; do
     h100-ln-fwd) OUT=$OUT bash bench/exp_h100_ln_fwd.sh ;;
     softmax-issue) OUT=$OUT python3 bench/exp_softmax_fwd_issue.py ;;
     softmax-once) OUT=$OUT bash bench/exp_softmax_exp_once.sh ;;
-    ce-two) OUT=$OUT python3 bench/exp_ce_held_two_reductions.py ;;
     ce-two-h200) OUT=$OUT bash bench/exp_ce_two_h200.sh ;;
     softmax-one-row) OUT=$OUT bash bench/exp_softmax_one_row.sh ;;
     softmax-held-fits) OUT=$OUT bash bench/exp_softmax_held_fits.sh ;;

@@ -1228,7 +1228,7 @@ namespace kk_sm {
 // comes from its team (the block, or the cluster when SPLIT), its first thread writes the stats and loss, then the
 // gradient is written from registers, after the count (pdl_wait) on the block's first row. Blocks of at least
 // kTwoReductionThreads take the max and then the sum against it, as softmax's held rows: on an H100 (GPU time of a
-// mean's forward and backward, bench/exp_ce_held_two_reductions.py, h100-2026-11-28-s43/ab-h100-ce-held-two*.log)
+// mean's forward and backward, h100-2026-11-28-s43/ab-h100-ce-held-two*.log; bench/exp_ce_two_h200.sh repeats it)
 // float32 32768 x 4096-8192 0.997, and with the H100's 16-bit fits of 4 packs (ops/softmax.py) bf16 x 4096 192.4 ->
 // 190.5 us, x 8192 369.5 -> 365.4, float16 x 4096 0.992.
 template <typename T, int P, bool SPLIT, int CTAS>

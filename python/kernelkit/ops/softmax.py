@@ -507,10 +507,10 @@ def _ce_reduced_cuda(logits, target, ignore_index, label_smoothing, mean, out_dt
 _HELD_CE_FITS = {2: ((8, 2, 64), (4, 2, 64)), 4: ((8, 2, 64), (4, 2, 32))}
 # Below _runtime.LOW_DRAM_GBPS_PER_SM the 16-bit rows of 2048-16384 columns take 4 packs per thread (128 threads at 4096
 # columns, so two block reductions instead of (max, sum) pairs): on an H100 (GPU time of a mean's forward and backward,
-# bench/exp_ce_held_two_reductions.py, h100-2026-11-28-s43/ab-h100-ce-held-two_p4m2.log) bf16 32768 x 4096 192.4 ->
+# h100-2026-11-28-s43/ab-h100-ce-held-two_p4m2.log; bench/exp_ce_two_h200.sh repeats it) bf16 32768 x 4096 192.4 ->
 # 190.5 us, x 8192 369.5 -> 365.4, float16 x 4096 191.9 -> 190.4; 3 blocks per SM 0.992-0.995, 2 packs at 4 blocks
-# 1.02-1.05 slower. On an H200, 128-thread rows of 4 packs had been slower with the pairs (154.2 against 144.7 us,
-# h200-2026-11-24-s34/ce-fused-fits.log) and are not measured with two reductions.
+# 1.02-1.05 slower. On an H200 these fits are slower with two reductions too: bf16 x 4096 141.8 -> 150.3 us, x 8192
+# 268.0 -> 310.6, float16 x 4096 1.05x (h200-2026-11-28-s44/ab-h200-ce-held-low-gbps-fits.log).
 _HELD_CE_FITS_LOW_GBPS = _HELD_CE_FITS | {2: ((4, 2, 64), (8, 2, 64))}
 _HELD_CE_SPLIT_FITS = {2: (8, 2), 4: (8, 2)}
 _COUNT_PER = 8  # kk_cross_entropy_count's and kk_cross_entropy_mean's rows per thread
