@@ -56,12 +56,16 @@ ALLOWED_SPILL = {
     # float32 LayerNorm rows of 4097 to 16384 columns (ops/norms.py): 95% of copy at 8192 columns with this
     # 8-byte spill, 87.5% for 4 packs at 1 block per SM without (bench/results/h200-2026-11-22-s7/sweep_llm5.log).
     "kk_layer_norm_fwd<float, false>": 16,
+    # The float32 softmax backward's last split fit on shifted rows (odd widths beyond 131072 columns), one 4-byte
+    # slot for the row's extra element. Not measured.
+    **{f"kk_softmax_bwd<float, 8, 1, 512, true, true, {c}, true>": 8 for c in (2, 4, 8, 16)},
 }
 # Where one arch spills more than ALLOWED_SPILL lets the others: (instantiation, arch) -> bytes.
 ALLOWED_SPILL_ARCH = {
     # sm_90 keeps 16/32; sm_80 spills 48/80 since float32's exp is ex2.approx (16/32 with expf). Not measured: no
     # A100 here.
     ("kk_softmax_fwd<float, 2>", "sm_80"): 80,
+    ("kk_softmax_fwd<float, 2, 4, 512, false, false, 0, true>", "sm_80"): 8,  # the same on shifted rows; sm_90 none
     # The cross-entropy backward's 48-register instantiations spill 16 bytes before sm_90, where ops/softmax.py
     # _ce_shape does not launch them.
     **{
@@ -71,6 +75,20 @@ ALLOWED_SPILL_ARCH = {
         for k in ("false", "true")
     },
 }
+
+
+# The template arguments of kk_softmax_fwd and kk_softmax_bwd after the type, up to SHIFT, with their defaults.
+_SOFTMAX_DEFAULTS = {
+    "kk_softmax_fwd": ["1", "4", "512", "false", "false", "0"],
+    "kk_softmax_bwd": ["2", "1", "512", "false", "false", "0"],
+}
+
+
+def _shifted(expr: str) -> str:
+    """The SHIFT instantiation of a softmax kernel's expression, every argument spelled out."""
+    name, args = expr[:-1].split("<")
+    args = args.split(", ")
+    return f"{name}<{', '.join(args + _SOFTMAX_DEFAULTS[name][len(args) - 1 :])}, true>"
 
 
 def instantiations():
@@ -208,6 +226,11 @@ def instantiations():
     # ... on clusters fixed at compile time (2, 4, 8 and 16 CTAs checked here)
     split_sm = [s[:-1] for s in sm if s.endswith("512, true, true>")]
     sm += [f"{s}, {c}>" for s in split_sm for c in (2, 4, 8, 16)]
+    # ... and each softmax kernel above on rows of any width (SHIFT), as ops/softmax.py _expr spells them
+    softmax_kernels = [s for s in sm if s.startswith(("kk_softmax_fwd<", "kk_softmax_bwd<"))]
+    sm += [_shifted(s) for s in softmax_kernels if not s.endswith(", 8, 256, true>")]
+    # (the backward's warp fit at six blocks per SM: _WARP_FITS_SHIFTED)
+    sm += [f"kk_softmax_bwd<{t}, 2, 6, 256, true, false, 0, true>" for t in ("float", "__half", "__nv_bfloat16")]
     act = [f"{k}<{t}>" for k in ("kk_swiglu_fwd", "kk_swiglu_bwd") for t in TYPES]
     act += [f"kk_rope<{t}, {b}{i}>" for t in TYPES for b in (0, 1) for i in ("", ", 1")]  # 1 item: low DRAM bandwidth
     return {

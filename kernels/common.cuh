@@ -373,6 +373,54 @@ __device__ __forceinline__ unsigned long long addr(const void* p) {
   return reinterpret_cast<unsigned long long>(p);
 }
 __device__ __forceinline__ bool aligned16(unsigned long long orred_addrs) { return (orred_addrs & 15ull) == 0; }
+// True when a and b sit at the same place within their 16-byte units: rows of one width then start equally
+// misaligned in both. OR several (addr(a) ^ addr(b)) together to test them all at once.
+__device__ __forceinline__ bool congruent16(unsigned long long xored_addrs) { return (xored_addrs & 15ull) == 0; }
+
+// ---- shifted rows: any width on the 16-byte path ----
+// A row that is not a whole number of aligned 16-byte packs (its width is not a multiple of kVec<T>, or it starts
+// off a 16-byte boundary) is read as the packs between its first and last 16-byte boundaries, and the elements
+// outside them (the head before the first, the tail after the last: fewer than 2 * kVec<T>) one each by the row's
+// first threads. Tensors read together must be congruent16, so that a row's head is the same in each.
+// Offsets are in elements from the row's first element; `extra` < 32, so a warp's lanes cover it.
+struct RowShift {
+  long long first;  // the first pack's offset (= the head's length)
+  long long nv;     // whole packs
+  int extra;        // head + tail
+  // Extra element i (< extra): the head's before the packs, then the tail's after them; relative to the first pack.
+  template <int W> __device__ __forceinline__ long long extra_offset(int i) const {
+    return i < first ? i - first : nv * W + (i - first);
+  }
+};
+template <typename T> __device__ __forceinline__ RowShift row_shift(const T* row, long long cols) {
+  constexpr int V = kVec<T>;
+  const int before = int((addr(row) & 15ull) / sizeof(T));  // elements since the last 16-byte boundary
+  const long long head = min_ll((V - before) & (V - 1), cols);
+  const long long nv = (long long)((unsigned long long)(cols - head) / V);
+  return RowShift{head, nv, int(cols - nv * V)};
+}
+// A thread's extra element of a shifted row: it has one where `has`, at `off` from the row's first pack. The plain
+// paths pass Extra{}, which compiles away.
+struct Extra {
+  bool has = false;
+  int off = 0;
+};
+// Row `row` of rows of `cols` at x, for thread ti: its first pack's offset, its packs and the thread's extra element.
+// With SHIFT, its packs between 16-byte boundaries (RowShift); else the row as it is, in packs of W.
+struct RowAt {
+  long long first, nv;
+  Extra e;
+};
+template <int W, bool SHIFT, typename T>
+__device__ __forceinline__ RowAt row_at(const T* x, long long row, long long cols, int ti) {
+  const long long o = row * cols;
+  if constexpr (SHIFT) {
+    const RowShift s = row_shift(x + o, cols);
+    return RowAt{o + s.first, s.nv, Extra{ti < s.extra, (int)s.extra_offset<W>(ti)}};
+  } else {
+    return RowAt{o, cols / W, Extra{}};
+  }
+}
 
 // ---- scalar conversions ----
 __device__ __forceinline__ float to_acc(float v) { return v; }

@@ -7,6 +7,9 @@
 //   * 16-byte vector path when cols % VEC == 0 and every tensor pointer is 16-byte aligned (then every row
 //     is), scalar path otherwise. VEC = 16 / sizeof(T): 8 (half, bf16), 4 (float), 2 (double).
 //     A "pack" below is VEC elements on the vector path, 1 element on the scalar path; nv = packs per row.
+//     The softmax kernels' SHIFT instantiations take rows of any width on the 16-byte path (kk::RowShift: the packs
+//     between a row's 16-byte boundaries, nv or nv - 1 of them, and the head and tail elements one each by the row's
+//     first threads); their tensors must be congruent16 (else they trap). Launch them as the vector path's.
 //   * blockDim.x must be a multiple of 32, at most 512 (kMaxWarps warps) and the launch bound; other block sizes
 //     trap.
 //   * Rows are handled by a "team": one warp per row for short rows (per kernel below), otherwise one block
@@ -276,6 +279,7 @@ __device__ __forceinline__ void ms_update(const Vec<T, W> (&u)[N], int n, acc_t<
 template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false, int PARTS = 0>
 __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity,
+                                        kk::Extra e = {},
                                         kk::ClusterRowReduce<2, acc_t<T>, SPLIT, PARTS>* cluster = nullptr) {
   using A = acc_t<T>;
   Vec<T, W> v[RP];
@@ -284,7 +288,8 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
     const long long p = ti + (long long)k * nt;
     if (p < nv) v[k] = load_vec<W, kSoftmaxLd<T>>(xr + p * W);
   }
-  A m = ninf<A>(), s = A(0);
+  const A xe = e.has ? to_acc(kk::load_nc(xr + e.off)) : ninf<A>();
+  A m = xe, s = A(0);
 #pragma unroll
   for (int k = 0; k < RP; ++k)
     if (ti + (long long)k * nt < nv) {
@@ -293,6 +298,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
     }
   {
     const A r = safe_ref(m);
+    if (e.has) s = ex<T>(xe - r);
 #pragma unroll
     for (int k = 0; k < RP; ++k)
       if (ti + (long long)k * nt < nv) {
@@ -335,6 +341,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   else st = team_allreduce<MaxSumOp<T, 2>, BLOCK>(st, red, parity);
   const A r = safe_ref(st.f[0]);
   const A inv = A(1) / st.f[1];  // all -inf row: 1/0 = inf, times exp(-inf) = 0 -> NaN
+  if (e.has) yr[e.off] = kk::from_acc<T>(ex<T>(xe - r) * inv);
 #pragma unroll
   for (int k = 0; k < RP; ++k) {
     const long long p = ti + (long long)k * nt;
@@ -379,13 +386,15 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
 // takes two per combine). Pack indices are ints (nv <= RP * 512). KEEP: the exponentials stay in registers for the
 // output instead of being taken again; apart from fwd_row, the packs are dead once they are taken.
 template <typename T, int W, int RP, bool KEEP>
-__device__ __forceinline__ void held_two_row(const T* xr, T* yr, int nv, int ti, int nt, acc_t<T>* red, int& parity) {
+__device__ __forceinline__ void held_two_row(const T* xr, T* yr, int nv, int ti, int nt, acc_t<T>* red, int& parity,
+                                             kk::Extra e) {
   using A = acc_t<T>;
   Vec<T, W> v[RP];
 #pragma unroll
   for (int k = 0; k < RP; ++k)
     if (ti + k * nt < nv) v[k] = load_vec<W, kSoftmaxLd<T>>(xr + (ti + k * nt) * W);
-  A m = ninf<A>();
+  const A xe = e.has ? to_acc(kk::load_nc(xr + e.off)) : ninf<A>();
+  A m = xe;
 #pragma unroll
   for (int k = 0; k < RP; ++k)
     if (ti + k * nt < nv) {
@@ -393,7 +402,8 @@ __device__ __forceinline__ void held_two_row(const T* xr, T* yr, int nv, int ti,
       for (int j = 0; j < W; ++j) m = amax(m, kk::acc_at(v[k], j));
     }
   const A r = safe_ref(team_allreduce<MaxOp<T>, true>(Red<A, 1>{{m}}, red, parity).f[0]);
-  A s = A(0), e[KEEP ? RP : 1][KEEP ? W : 1];
+  const A te = e.has ? ex<T>(xe - r) : A(0);
+  A s = te, kept[KEEP ? RP : 1][KEEP ? W : 1];
 #pragma unroll
   for (int k = 0; k < RP; ++k)
     if (ti + k * nt < nv) {
@@ -401,50 +411,58 @@ __device__ __forceinline__ void held_two_row(const T* xr, T* yr, int nv, int ti,
       for (int j = 0; j < W; ++j) {
         const A t = ex<T>(kk::acc_at(v[k], j) - r);
         s += t;
-        if constexpr (KEEP) e[k][j] = t;
+        if constexpr (KEEP) kept[k][j] = t;
       }
     }
   const A inv = A(1) / team_allreduce<SumOp<T>, true>(Red<A, 1>{{s}}, red, parity).f[0];  // all -inf: 1/0, then NaN
+  if (e.has) yr[e.off] = kk::from_acc<T>(te * inv);
 #pragma unroll
   for (int k = 0; k < RP; ++k)
     if (ti + k * nt < nv) {
       A o[W];
 #pragma unroll
-      for (int j = 0; j < W; ++j) o[j] = (KEEP ? e[k][j] : ex<T>(kk::acc_at(v[k], j) - r)) * inv;
+      for (int j = 0; j < W; ++j) o[j] = (KEEP ? kept[k][j] : ex<T>(kk::acc_at(v[k], j) - r)) * inv;
       store_vec<W>(yr + (ti + k * nt) * W, kk::acc_to_vec<T, W>(o));
     }
 }
 
-// HELD: rows held whole in the registers of one block (traps otherwise); no streaming code.
-template <typename T, int W, int RP, bool HELD, bool KEEP>
+// HELD: rows held whole in the registers of one block (traps otherwise); no streaming code. SHIFT: rows of any width
+// on the 16-byte path (kk::RowShift; x and y congruent16).
+template <typename T, int W, int RP, bool HELD, bool KEEP, bool SHIFT>
 __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
   extern __shared__ uint4 kk_sm_dyn[];
-  const long long nv = cols / W;
+  const long long nv = cols / W;  // a shifted row's packs: nv or nv - 1
   int parity = 0;
   if (nv <= RP * 32) {  // warp team: the whole row fits in the warp's registers (no streaming)
     const long long nw = blockDim.x >> 5;
     const int lane = threadIdx.x & 31;
 #pragma unroll 1
-    for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
-      fwd_row<T, W, false, RP, true>(x + row * cols, y + row * cols, nv, lane, 32, nullptr, 0, red, parity);
+    for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw) {
+      const kk::RowAt a = kk::row_at<W, SHIFT>(x, row, cols, lane);
+      fwd_row<T, W, false, RP, true>(x + a.first, y + a.first, a.nv, lane, 32, nullptr, 0, red, parity, a.e);
+    }
   } else {
     if constexpr (HELD) {
       // One row per block, no grid-stride loop, whose state took 8 registers more (40 for 32 in the 16-bit rows of 2
       // packs, kernels/check_compile.py; ops/softmax.py _HELD_WARPS_LOW_GBPS says what that did).
       if (nv > RP * (long long)blockDim.x || gridDim.x < rows) __trap();
-      const long long row = blockIdx.x, o = row * cols;
+      const long long row = blockIdx.x;
       if (row >= rows) return;
+      const kk::RowAt a = kk::row_at<W, SHIFT>(x, row, cols, threadIdx.x);
       if (blockDim.x >= kTwoReductionThreads)
-        held_two_row<T, W, RP, KEEP>(x + o, y + o, (int)nv, threadIdx.x, blockDim.x, red, parity);
+        held_two_row<T, W, RP, KEEP>(x + a.first, y + a.first, (int)a.nv, threadIdx.x, blockDim.x, red, parity, a.e);
       else
-        fwd_row<T, W, true, RP, false>(x + o, y + o, nv, threadIdx.x, blockDim.x, nullptr, 0, red, parity);
+        fwd_row<T, W, true, RP, false>(x + a.first, y + a.first, a.nv, threadIdx.x, blockDim.x, nullptr, 0, red, parity,
+                                       a.e);
     } else {
       T* cache = reinterpret_cast<T*>(kk_sm_dyn);
       const long long cache_packs = dyn_smem_bytes() / (W * sizeof(T));
 #pragma unroll 1
-      for (long long row = blockIdx.x; row < rows; row += gridDim.x)
-        fwd_row<T, W, true, RP, true>(x + row * cols, y + row * cols, nv, threadIdx.x, blockDim.x, cache, cache_packs,
-                                      red, parity);
+      for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+        const kk::RowAt a = kk::row_at<W, SHIFT>(x, row, cols, threadIdx.x);
+        fwd_row<T, W, true, RP, true>(x + a.first, y + a.first, a.nv, threadIdx.x, blockDim.x, cache, cache_packs, red,
+                                      parity, a.e);
+      }
     }
   }
 }
@@ -469,6 +487,7 @@ __device__ __forceinline__ Vec<T, W> bwd_out(const Vec<T, W>& g, const Vec<T, W>
 template <typename T, int W, bool BLOCK, int RP, bool STREAM, bool SPLIT = false, int PARTS = 0>
 __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long long nv, int ti, int nt, T* cache,
                                         long long cache_packs, acc_t<T>* red, int& parity,
+                                        kk::Extra e = {},
                                         kk::ClusterRowReduce<1, acc_t<T>, SPLIT, PARTS>* cluster = nullptr) {
   using A = acc_t<T>;
   Vec<T, W> vg[RP], vy[RP];
@@ -480,7 +499,8 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
       vy[k] = load_vec<W, kSoftmaxLd<T>>(yr + p * W);
     }
   }
-  A d = A(0);
+  const A ge = e.has ? to_acc(kk::load_nc(gr + e.off)) : A(0), ye = e.has ? to_acc(kk::load_nc(yr + e.off)) : A(0);
+  A d = e.has ? ge * ye : A(0);
 #pragma unroll
   for (int k = 0; k < RP; ++k)
     if (ti + (long long)k * nt < nv) dot_update<T, W>(vg[k], vy[k], d);
@@ -528,6 +548,7 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
   if constexpr (SPLIT) (*cluster)(st.f);
   else st = team_allreduce<SumOp<T>, BLOCK>(st, red, parity);
   const A dot = st.f[0];
+  if (e.has) gxr[e.off] = kk::from_acc<T>(ye * (ge - dot));
 #pragma unroll
   for (int k = 0; k < RP; ++k) {
     const long long p = ti + (long long)k * nt;
@@ -563,19 +584,20 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
   }
 }
 
-template <typename T, int W, int RP, bool HELD>
+template <typename T, int W, int RP, bool HELD, bool SHIFT>
 __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, long long rows, long long cols,
                                                 acc_t<T>* red) {
   extern __shared__ uint4 kk_sm_dyn[];
-  const long long nv = cols / W;
+  const long long nv = cols / W;  // a shifted row's packs: nv or nv - 1
   int parity = 0;
   if (nv <= RP * 32) {  // warp team: the whole row fits in the warp's registers (no streaming)
     const long long nw = blockDim.x >> 5;
     const int lane = threadIdx.x & 31;
 #pragma unroll 1
     for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw) {
-      const long long o = row * cols;
-      bwd_row<T, W, false, RP, true>(gy + o, y + o, gx + o, nv, lane, 32, nullptr, 0, red, parity);
+      const kk::RowAt a = kk::row_at<W, SHIFT>(y, row, cols, lane);
+      const long long o = a.first;
+      bwd_row<T, W, false, RP, true>(gy + o, y + o, gx + o, a.nv, lane, 32, nullptr, 0, red, parity, a.e);
     }
   } else {
     if (HELD && nv > RP * (long long)blockDim.x) __trap();
@@ -583,9 +605,10 @@ __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, 
     const long long cache_packs = dyn_smem_bytes() / (2 * W * sizeof(T));
 #pragma unroll 1
     for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-      const long long o = row * cols;
-      bwd_row<T, W, true, RP, !HELD>(gy + o, y + o, gx + o, nv, threadIdx.x, blockDim.x, cache, cache_packs, red,
-                                     parity);
+      const kk::RowAt a = kk::row_at<W, SHIFT>(y, row, cols, threadIdx.x);
+      const long long o = a.first;
+      bwd_row<T, W, true, RP, !HELD>(gy + o, y + o, gx + o, a.nv, threadIdx.x, blockDim.x, cache, cache_packs, red,
+                                     parity, a.e);
     }
   }
 }
@@ -852,37 +875,38 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
 // CTAS > 0: blocks of kk::kFixedThreads in clusters of CTAS, fixed at compile time (else it traps), so that nt is a
 // constant in the inlined row: pack offsets become immediates and the cluster reduction's gather unrolls.
 template <int N, typename A, int CTAS> using SplitReduce = kk::ClusterRowReduce<N, A, true, kk::kFixedParts<CTAS>>;
-template <int N, typename T, int W, int RP, int CTAS = 0, class Row>
-__device__ __forceinline__ void split_rows(long long rows, long long cols, Row&& row) {
+// SHIFT: rows of any width (kk::row_at on x).
+template <int N, typename T, int W, int RP, int CTAS = 0, bool SHIFT = false, class Row>
+__device__ __forceinline__ void split_rows(const T* x, long long rows, long long cols, Row&& row) {
   using A = acc_t<T>;
   SplitReduce<N, A, CTAS> cluster;
-  const long long nv = cols / W;
   kk::check_fixed_geometry<CTAS>();
   const int nt = CTAS ? kk::kFixedThreads * CTAS : (int)kk::row_threads<true>();
   const int ti = CTAS ? int(blockIdx.y) * kk::kFixedThreads + int(threadIdx.x) : kk::row_thread<true>();
-  if (nv > RP * (long long)nt) __trap();
+  if (cols / W > RP * (long long)nt) __trap();
   int parity = 0;
 #pragma unroll 1
-  for (long long r = blockIdx.x; r < rows; r += gridDim.x) row(r * cols, nv, ti, nt, parity, cluster);
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) row(r, kk::row_at<W, SHIFT>(x, r, cols, ti), ti, nt, parity, cluster);
   cluster.finish();
 }
 
-template <typename T, int W, int RP, int CTAS>
+template <typename T, int W, int RP, int CTAS, bool SHIFT>
 __device__ __forceinline__ void softmax_fwd_split(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
-  split_rows<2, T, W, RP, CTAS>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
-                                                SplitReduce<2, acc_t<T>, CTAS>& cluster) {
-    fwd_row<T, W, true, RP, false, true, kk::kFixedParts<CTAS>>(x + o, y + o, nv, ti, nt, nullptr, 0, red, parity,
-                                                                &cluster);
+  split_rows<2, T, W, RP, CTAS, SHIFT>(x, rows, cols, [&](long long, const kk::RowAt& a, int ti, int nt, int& parity,
+                                                          SplitReduce<2, acc_t<T>, CTAS>& cluster) {
+    fwd_row<T, W, true, RP, false, true, kk::kFixedParts<CTAS>>(x + a.first, y + a.first, a.nv, ti, nt, nullptr, 0, red,
+                                                                parity, a.e, &cluster);
   });
 }
 
-template <typename T, int W, int RP, int CTAS>
+template <typename T, int W, int RP, int CTAS, bool SHIFT>
 __device__ __forceinline__ void softmax_bwd_split(const T* gy, const T* y, T* gx, long long rows, long long cols,
                                                   acc_t<T>* red) {
-  split_rows<1, T, W, RP, CTAS>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
-                                                SplitReduce<1, acc_t<T>, CTAS>& cluster) {
-    bwd_row<T, W, true, RP, false, true, kk::kFixedParts<CTAS>>(gy + o, y + o, gx + o, nv, ti, nt, nullptr, 0, red,
-                                                                parity, &cluster);
+  split_rows<1, T, W, RP, CTAS, SHIFT>(y, rows, cols, [&](long long, const kk::RowAt& a, int ti, int nt, int& parity,
+                                                          SplitReduce<1, acc_t<T>, CTAS>& cluster) {
+    const long long o = a.first;
+    bwd_row<T, W, true, RP, false, true, kk::kFixedParts<CTAS>>(gy + o, y + o, gx + o, a.nv, ti, nt, nullptr, 0, red,
+                                                                parity, a.e, &cluster);
   });
 }
 
@@ -1025,7 +1049,8 @@ template <typename A> __device__ __forceinline__ A given_divisor(const void* by,
 // RP: register packs per thread (default 4). MAXT, MINB:
 // __launch_bounds__(MAXT, MINB), which caps registers at 65536 / (MAXT * MINB) (float32 with (512, 2) runs twice
 // the blocks per SM without spilling, 91-93% of copy against 70% at 4096-8192 columns).
-template <typename T, int MINB = 1, int RP = 4, int MAXT = 512, bool HELD = false, bool SPLIT = false, int CTAS = 0>
+template <typename T, int MINB = 1, int RP = 4, int MAXT = 512, bool HELD = false, bool SPLIT = false, int CTAS = 0,
+          bool SHIFT = false>
 __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, long long rows, long long cols) {
   using A = typename kk::Acc<T>::type;
   __shared__ A red[2 * 32 * 2];
@@ -1035,13 +1060,18 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, l
   kk_sm::check_block();
   kk::check_split<SPLIT>();
   constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(y))) {
-    if constexpr (SPLIT) kk_sm::softmax_fwd_split<T, V, RP, CTAS>(x, y, rows, cols, red);
-    else kk_sm::softmax_fwd_run<T, V, RP, HELD, kk_sm::kKeepExps<RP, V, MAXT, MINB>>(x, y, rows, cols, red);
+  constexpr bool KEEP = kk_sm::kKeepExps<RP, V, MAXT, MINB>;
+  if constexpr (SHIFT) {
+    if (!kk::congruent16(kk::addr(x) ^ kk::addr(y))) __trap();
+    if constexpr (SPLIT) kk_sm::softmax_fwd_split<T, V, RP, CTAS, true>(x, y, rows, cols, red);
+    else kk_sm::softmax_fwd_run<T, V, RP, HELD, KEEP, true>(x, y, rows, cols, red);
+  } else if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(y))) {
+    if constexpr (SPLIT) kk_sm::softmax_fwd_split<T, V, RP, CTAS, false>(x, y, rows, cols, red);
+    else kk_sm::softmax_fwd_run<T, V, RP, HELD, KEEP, false>(x, y, rows, cols, red);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only
   } else {
-    kk_sm::softmax_fwd_run<T, 1, RP, HELD, kk_sm::kKeepExps<RP, 1, MAXT, MINB>>(x, y, rows, cols, red);
+    kk_sm::softmax_fwd_run<T, 1, RP, HELD, kk_sm::kKeepExps<RP, 1, MAXT, MINB>, false>(x, y, rows, cols, red);
   }
 }
 
@@ -1054,7 +1084,8 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, l
 //   HELD = true: as kk_softmax_fwd's. Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 2 with
 //                  MINB 2, float32 RP 8 (102-104% of copy at 4096 and 8192 columns).
 //   SPLIT = true: as kk_softmax_fwd's.
-template <typename T, int RP = 2, int MINB = 1, int MAXT = 512, bool HELD = false, bool SPLIT = false, int CTAS = 0>
+template <typename T, int RP = 2, int MINB = 1, int MAXT = 512, bool HELD = false, bool SPLIT = false, int CTAS = 0,
+          bool SHIFT = false>
 __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const T* y, T* gx, long long rows,
                                                               long long cols) {
   using A = typename kk::Acc<T>::type;
@@ -1065,13 +1096,17 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const 
   kk_sm::check_block();
   kk::check_split<SPLIT>();
   constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(y) | kk::addr(gx))) {
-    if constexpr (SPLIT) kk_sm::softmax_bwd_split<T, V, RP, CTAS>(gy, y, gx, rows, cols, red);
-    else kk_sm::softmax_bwd_run<T, V, RP, HELD>(gy, y, gx, rows, cols, red);
+  if constexpr (SHIFT) {
+    if (!kk::congruent16((kk::addr(gy) ^ kk::addr(y)) | (kk::addr(gx) ^ kk::addr(y)))) __trap();
+    if constexpr (SPLIT) kk_sm::softmax_bwd_split<T, V, RP, CTAS, true>(gy, y, gx, rows, cols, red);
+    else kk_sm::softmax_bwd_run<T, V, RP, HELD, true>(gy, y, gx, rows, cols, red);
+  } else if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(y) | kk::addr(gx))) {
+    if constexpr (SPLIT) kk_sm::softmax_bwd_split<T, V, RP, CTAS, false>(gy, y, gx, rows, cols, red);
+    else kk_sm::softmax_bwd_run<T, V, RP, HELD, false>(gy, y, gx, rows, cols, red);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only
   } else {
-    kk_sm::softmax_bwd_run<T, 1, RP, HELD>(gy, y, gx, rows, cols, red);
+    kk_sm::softmax_bwd_run<T, 1, RP, HELD, false>(gy, y, gx, rows, cols, red);
   }
 }
 
@@ -1299,10 +1334,10 @@ __device__ __forceinline__ void held_ce_split(const T* logits, const long long* 
                                               const void* by, int by_kind, long long rows, long long cols,
                                               long long ignore_index, acc_t<T>* red,
                                               bool& waited, acc_t<T>& sc) {
-  split_rows<2, T, kk::kVec<T>, P, CTAS>(rows, cols, [&](long long o, long long nv, int ti, int nt, int& parity,
-                                                         SplitReduce<2, acc_t<T>, CTAS>& cluster) {
+  split_rows<2, T, kk::kVec<T>, P, CTAS>(logits, rows, cols, [&](long long r, const kk::RowAt& a, int ti, int nt,
+                                                                  int& parity, SplitReduce<2, acc_t<T>, CTAS>& cluster) {
     held_ce_row<T, P, true, CTAS>(logits, target, stats, row_loss, grad, count, mean, by, by_kind, cols, ignore_index,
-                                  o, kk::div_ll(o, cols), nv, ti, nt, red, parity, &cluster, waited, sc);
+                                  a.first, r, a.nv, ti, nt, red, parity, &cluster, waited, sc);
   });
 }
 }  // namespace kk_sm

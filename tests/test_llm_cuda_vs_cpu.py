@@ -12,6 +12,9 @@ from kernelkit.ops import _runtime, norms
 from kernelkit.ops._runtime import (
     CTYPE,
     LOW_DRAM_GBPS_PER_SM,
+    SCALAR,
+    SHIFTED,
+    VECTOR,
     has_clusters,
     held_loss_scratch,
     kernel,
@@ -274,7 +277,7 @@ def test_split_softmax_and_layer_norm_backward_take_their_fixed_geometry(dtype):
     """Softmax rows split over a cluster, and the 16-bit LayerNorm backward's bulk split rows, launch the kernels
     compiled for their cluster's CTAs (kernels/softmax.cu split_rows' CTAS; ops/norms.py _BWD_SPLIT_FIXED)."""
     for name in ("kk_softmax_fwd", "kk_softmax_bwd"):
-        shape = _softmax_shape(name, dtype, 65536, 0, True)
+        shape = _softmax_shape(name, dtype, 65536, 0, VECTOR)
         assert shape.kernel.name.endswith(f", 512, true, true, {shape.ctas}>"), shape.kernel.name
         assert shape.block == (512, 1)
     if dtype != torch.float32:
@@ -598,7 +601,7 @@ def test_cross_entropy_backward_flat_grid_matches_the_resident_kernel(monkeypatc
 def test_softmax_held_rows_at_either_dram_bandwidth(dram_gbps_per_sm, dtype, cols):
     """The forward's held rows of 4096-8192 columns at an H100's DRAM bandwidth per SM (_HELD_LOW_GBPS: fewer packs per
     thread) and an H200's (_HELD), with masked positions, agree with the CPU."""
-    shape = softmax_module._softmax_shape("kk_softmax_fwd", dtype, cols, 0, True)
+    shape = softmax_module._softmax_shape("kk_softmax_fwd", dtype, cols, 0, VECTOR)
     assert shape.kernel.name.endswith("512, true>") and shape.per_block == 1, shape.kernel.name
     warps = shape.kernel.occupancy(shape.block, shape.smem, 0) * shape.block // 32
     capped = dtype.itemsize == 2 and dram_gbps_per_sm < LOW_DRAM_GBPS_PER_SM  # _HELD_WARPS_LOW_GBPS
@@ -636,7 +639,7 @@ SPLIT_WIDTHS = [8200, 24576, 40960, 65536, 98304, 131072]
 def test_softmax_split_widths_cover_2_to_8_ctas():
     """The widths below take the split launches of every cluster size up to 8 but 7 (ops/softmax.py _SPLIT_FITS)."""
     ctas = {
-        _softmax_shape(n, dtype, c, 0, True).ctas
+        _softmax_shape(n, dtype, c, 0, VECTOR).ctas
         for n in ("kk_softmax_fwd", "kk_softmax_bwd")
         for dtype in (torch.bfloat16, torch.float32)
         for c in SPLIT_WIDTHS
@@ -664,6 +667,38 @@ def test_softmax_rows_split_over_a_cluster(dtype, cols):
     gx, gxc = both(softmax_backward, g, y)
     agree(gx, gxc, dtype, 4)
     assert torch.equal(K.softmax(x)[3:], y[3:]) and torch.equal(softmax_backward(g, y), gx)
+
+
+# Widths off the 16-byte path, on each launch of softmax's shifted rows: warp rows (fewer columns than one pack
+# included), held block rows, rows split over a cluster (sm_90+), and float64's streamed rows.
+SHIFTED_WIDTHS = [1, 7, 257, 1001, 4097, 9001, 50257, 131075]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", SHIFTED_WIDTHS)
+def test_softmax_shifted_rows(dtype, cols):
+    """Rows whose width is not a multiple of the 16-byte pack take the packs between their 16-byte boundaries and their
+    head and tail elements one by one (kk::RowShift; row_path SHIFTED): every row starts elsewhere in its 16-byte unit.
+    Row 0 is masked over its first third, row 1 entirely (NaN, as torch). Forward and backward agree with the CPU and
+    are bitwise the same across runs; inputs off their 16-byte units take the scalar path and agree too (9001 columns
+    once launched the scalar forward on blocks of 140 threads, which trapped)."""
+    rows = 37
+    x, g = rand(rows, cols, dtype, scale=4), rand(rows, cols, dtype)
+    assert _runtime.row_path(cols, dtype, (x, x)) == SHIFTED
+    for name in ("kk_softmax_fwd", "kk_softmax_bwd"):
+        assert _softmax_shape(name, dtype, cols, 0, SHIFTED).kernel.name.endswith(", true>")
+    x[0, : cols // 3] = float("-inf")
+    x[1] = float("-inf")
+    y, yc = both(K.softmax, x)
+    agree(y, yc, dtype)
+    assert y[1].isnan().all() and not y[2:].isnan().any()
+    y[1] = 0  # its gradient would be NaN
+    gx, gxc = both(softmax_backward, g, y)
+    agree(gx, gxc, dtype, 4)
+    assert torch.equal(K.softmax(x)[2:], y[2:]) and torch.equal(softmax_backward(g, y), gx)
+    odd = rand(rows, cols, dtype, offset=1, scale=4)  # y is 16-byte aligned: not congruent, so the scalar path
+    assert _runtime.row_path(cols, dtype, (odd, y)) == SCALAR
+    agree(K.softmax(odd), K.softmax(odd.cpu()), dtype)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not has_clusters(0), reason="clusters need sm_90+")
@@ -706,7 +741,7 @@ def test_widest_rows_split_over_16_ctas(name, dtype, cols, want, ctas, smem):
     if not kernel(family, want).max_active_clusters((512, 1), (1, ctas, 1), smem, 0):
         pytest.skip(f"this GPU hosts no cluster of {ctas} such CTAs")
     if family == "softmax":
-        shape = _softmax_shape(name, dtype, cols, 0, True)
+        shape = _softmax_shape(name, dtype, cols, 0, VECTOR)
     elif name.endswith("_bwd"):
         shape = norms._backward_shape(name, dtype, cols, 0, True, False)[0]
     else:

@@ -148,8 +148,9 @@ def split_shape(
     faster than a cluster per row, bench/sweep_split.py). None where that takes more CTAs than the kernel's
     clusters may have, the GPU has no clusters (before sm_90) or no cluster fits on it. ``expr``: the kernel, in
     kernels/<family>.cu; ``smem_per_thread``: its dynamic shared memory per thread of a CTA; ``fixed_geometry``:
-    the kernel takes the cluster's CTAs as a last template argument where its blocks are of 512 threads (a
-    compile-time geometry). Such kernels take clusters up to ``max_ctas`` (default SPLIT_MAX_CTAS; rows beyond 8
+    the kernel takes the cluster's CTAs as its CTAS template argument where its blocks are of 512 threads (a
+    compile-time geometry): at ``{ctas}`` in ``expr`` where it has that (0 where the geometry is not fixed), else after
+    its last argument. Such kernels take clusters up to ``max_ctas`` (default SPLIT_MAX_CTAS; rows beyond 8
     CTAs always have 512-thread CTAs); the others up to the portable 8, which their reduction's slots are sized for."""
     if not has_clusters(dev):
         return None
@@ -158,8 +159,11 @@ def split_shape(
     if ctas > ((max_ctas or SPLIT_MAX_CTAS) if fixed_geometry else PORTABLE_CTAS):
         return None
     r = pow2ceil(cdiv(cols, ctas * e))
-    if fixed_geometry and r == 512:
-        expr = f"{expr[:-1]}, {ctas}>"  # the CTAS template argument after the expression's last one
+    fixed = fixed_geometry and r == 512
+    if "{ctas}" in expr:
+        expr = expr.replace("{ctas}", str(ctas if fixed else 0))
+    elif fixed:
+        expr = f"{expr[:-1]}, {ctas}>"
     k = kernel(family, expr)
     smem = smem_per_thread * r
     clusters = k.max_active_clusters((r, 1), (1, ctas, 1), smem, dev)
@@ -347,15 +351,26 @@ def strided_arg(shape: Sequence[int], tensors: Sequence[torch.Tensor]) -> bytes:
     return _STRIDED.pack(*sizes, *strides, nd)
 
 
-def vector_path(cols: int, dtype: torch.dtype, tensors: Sequence) -> bool:
-    """Whether a row kernel takes its 16-byte path: the width a multiple of VEC and every pointer aligned.
-    The host must not assume it when the kernel will not: a row held whole on the vector path does not
-    fit the scalar path's registers (those kernels trap then). One OR of the pointers, in a plain loop: 0.5 us
-    less per call than any() over a generator (on the dev machine's CPU)."""
-    if cols % VEC[dtype]:
-        return False
-    bits = 0
+# Row kernels' paths (row_path): 16-byte packs of aligned rows; 16-byte packs of rows of any width, their head and tail
+# elements one by one (kernels/common.cuh kk::RowShift); one element at a time.
+VECTOR, SHIFTED, SCALAR = "vector", "shifted", "scalar"
+
+
+def row_path(cols: int, dtype: torch.dtype, tensors: Sequence) -> str:
+    """The path a row kernel takes over ``tensors``: VECTOR where the width is a multiple of VEC and every pointer
+    is 16-byte aligned; SHIFTED where the pointers sit at the same place in their 16-byte units (so a row's head is
+    the same in each), for kernels that have it; else SCALAR. The host must not assume a path the kernel will not
+    take: a row held whole on the vector path does not fit the scalar path's registers (those kernels trap then).
+    One pass over the pointers in a plain loop: 0.5 us less per call than any() over a generator."""
+    bits = diff = 0
+    first = None
     for t in tensors:
         if isinstance(t, torch.Tensor):
-            bits |= t.data_ptr()
-    return bits % 16 == 0
+            p = t.data_ptr()
+            if first is None:
+                first = p
+            bits |= p
+            diff |= p ^ first
+    if bits % 16 == 0 and cols % VEC[dtype] == 0:
+        return VECTOR
+    return SHIFTED if diff % 16 == 0 else SCALAR

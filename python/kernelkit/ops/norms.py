@@ -21,6 +21,7 @@ from kernelkit.ops._runtime import (
     FLOATS,
     PORTABLE_CTAS,
     VEC,
+    VECTOR,
     RowShape,
     acc_dtype,
     cdiv,
@@ -31,9 +32,9 @@ from kernelkit.ops._runtime import (
     pow2ceil,
     resident_blocks,
     row_cache_bytes,
+    row_path,
     sm_count,
     split_shape,
-    vector_path,
 )
 
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
@@ -270,7 +271,7 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
     rows = x.numel() // cols if cols else 0
     if rows == 0:
         return
-    vec = vector_path(cols, x.dtype, args)
+    vec = row_path(cols, x.dtype, args) == VECTOR
     shape = _forward_shape(name, x.dtype, cols, x.get_device(), vec)
     shape.launch(shape.grid(rows), (*args, rows, cols, eps))
 
@@ -398,7 +399,7 @@ def _launch_backward(
         for g in grads:
             g.zero_()
         return
-    vec = vector_path(cols, x.dtype, (*head, gx))
+    vec = row_path(cols, x.dtype, (*head, gx)) == VECTOR
     shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
     chunks = min(cdiv(rows, shape.per_block), shape.cap)
     rows_per_chunk = cdiv(rows, chunks)

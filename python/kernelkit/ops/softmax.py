@@ -15,7 +15,10 @@ from kernelkit.library import Out, TensorSpec, like, op
 from kernelkit.ops._runtime import (
     CTYPE,
     FLOATS,
+    SCALAR,
+    SHIFTED,
     VEC,
+    VECTOR,
     RowShape,
     acc_dtype,
     cdiv,
@@ -26,9 +29,9 @@ from kernelkit.ops._runtime import (
     low_dram_bandwidth,
     resident_blocks,
     row_cache_bytes,
+    row_path,
     scratch,
     split_shape,
-    vector_path,
 )
 
 _X = TensorSpec(dtypes=FLOATS, contiguous=True, make_contiguous=True, shape=("*", "N"))
@@ -120,6 +123,9 @@ _WARP_FITS = {
     ("kk_softmax_bwd", 4): ((2, 8, 256, True),),
     ("kk_softmax_bwd", 8): ((2, 1, 512, False),),
 }
+# Shifted rows (row_path) keep these but the backward's, which spills 8-28 bytes at 32 registers with its extra element
+# (kernels/check_compile.py) and takes 40, six blocks per SM.
+_WARP_FITS_SHIFTED = _WARP_FITS | {("kk_softmax_bwd", n): ((2, 6, 256, True),) for n in (2, 4)}
 
 
 def _template_args(name: str, packs: int, minb: int) -> str:
@@ -127,37 +133,50 @@ def _template_args(name: str, packs: int, minb: int) -> str:
     return f"{minb}, {packs}" if name == "kk_softmax_fwd" else f"{packs}, {minb}"
 
 
+def _expr(name: str, ct: str, args: str, shifted: bool, split: bool = False) -> str:
+    """A softmax kernel's expression: ``args`` its template arguments after the type, up to HELD; ``shifted``: its
+    SHIFT instantiation (rows of any width on the 16-byte path); ``split``: SPLIT, whose CTAS split_shape fills in."""
+    if shifted:
+        return f"{name}<{ct}, {args}, {str(split).lower()}, {'{ctas}' if split else 0}, true>"
+    return f"{name}<{ct}, {args}, true>" if split else f"{name}<{ct}, {args}>"
+
+
 @functools.cache
-def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vector: bool) -> RowShape:
-    """The launch for rows of ``cols``. ``vector``: the kernel takes its 16-byte path (vector_path)."""
-    vec = VEC[dtype] if vector else 1
-    pack_bytes = vec * (16 // VEC[dtype])  # 16 bytes on the vector path, one element otherwise
-    nv = cols // vec
+def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str) -> RowShape:
+    """The launch for rows of ``cols`` on the kernel's ``path`` (row_path)."""
+    vec = 1 if path == SCALAR else VEC[dtype]
+    pack_bytes = vec * (16 // VEC[dtype])  # 16 bytes on the 16-byte paths, one element otherwise
+    nv = cols // vec  # a shifted row's packs: nv or nv - 1
     ct = CTYPE[dtype]
+    shifted = path == SHIFTED
     held_fits = _HELD_LOW_GBPS if low_dram_bandwidth(dev) else _HELD
     for packs, minb, threads in held_fits.get((name, dtype.itemsize), ()):
         if packs * threads <= nv <= packs * 512 and nv > packs * 32:
-            k = kernel("softmax", f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true>")
+            k = kernel("softmax", _expr(name, ct, f"{_template_args(name, packs, minb)}, 512, true", shifted))
             threads = cdiv(cdiv(nv, packs), 32) * 32
-            cap = _HELD_WARPS_LOW_GBPS.get((name, dtype.itemsize)) if vector and low_dram_bandwidth(dev) else None
+            cap = (
+                _HELD_WARPS_LOW_GBPS.get((name, dtype.itemsize)) if path == VECTOR and low_dram_bandwidth(dev) else None
+            )
             return RowShape(k, threads, 1, 1 << 62, smem=_warps_cap_smem(k, threads, dev, cap))
-    fits = _SPLIT_FITS.get((name, dtype.itemsize), ()) if vector else ()
+    fits = _SPLIT_FITS.get((name, dtype.itemsize), ()) if vec > 1 else ()
     for packs, minb in fits if fits and nv > fits[0][0] * 512 else ():
-        expr = f"{name}<{ct}, {_template_args(name, packs, minb)}, 512, true, true>"
+        expr = _expr(name, ct, f"{_template_args(name, packs, minb)}, 512, true", shifted, split=True)
         split = split_shape("softmax", expr, packs, dtype, cols, dev, fixed_geometry=True)
         if split:
             return split
-    for packs, minb, most, held in _WARP_FITS.get((name, dtype.itemsize), ()):
+    for packs, minb, most, held in (_WARP_FITS_SHIFTED if shifted else _WARP_FITS).get((name, dtype.itemsize), ()):
         if nv <= packs * 32:
-            k = kernel("softmax", f"{name}<{ct}, {_template_args(name, packs, minb)}, {most}, {str(held).lower()}>")
+            args = f"{_template_args(name, packs, minb)}, {most}, {str(held).lower()}"
+            k = kernel("softmax", _expr(name, ct, args, shifted))
             return RowShape(k, 256, 8, resident_blocks(k, 256, dev))
     if name == "kk_softmax_bwd":
-        k = kernel("softmax", f"{name}<{ct}>")
+        k = kernel("softmax", _expr(name, ct, "2, 1, 512, false", shifted) if shifted else f"{name}<{ct}>")
         block = min(max(cdiv(cdiv(nv, 2), 32) * 32, 128), 512)
         smem = row_cache_bytes(k, dev, nv - 2 * block, 2 * pack_bytes)
         return RowShape(k, block, 1, 2 * resident_blocks(k, block, dev, smem), smem=smem)
-    k = kernel("softmax", f"{name}<{ct}, {2 if dtype == torch.float32 else 1}>")
-    block = min(max(cols * dtype.itemsize // 128, 128), 256)
+    minb = 2 if dtype == torch.float32 else 1
+    k = kernel("softmax", _expr(name, ct, f"{minb}, 4, 512, false", shifted) if shifted else f"{name}<{ct}, {minb}>")
+    block = min(max(cdiv(cols * dtype.itemsize // 128, 32) * 32, 128), 256)  # whole warps (kk_sm::check_block)
     while True:
         smem = row_cache_bytes(k, dev, nv - 4 * block, pack_bytes)
         if block == 512 or nv <= 4 * block + smem // pack_bytes:
@@ -170,8 +189,7 @@ def _launch_softmax(name: str, x: torch.Tensor, args: tuple) -> None:
     rows = x.numel() // cols if cols else 0
     if rows == 0:
         return
-    vector = vector_path(cols, x.dtype, args)
-    shape = _softmax_shape(name, x.dtype, cols, x.get_device(), vector)
+    shape = _softmax_shape(name, x.dtype, cols, x.get_device(), row_path(cols, x.dtype, args))
     shape.launch(shape.grid(rows), (*args, rows, cols))
 
 
@@ -335,7 +353,7 @@ def _ce_bwd_cuda(logits, target, stats, row_scale, ignore_index, label_smoothing
     div = 0 if divisor is None else divisor  # 0: a null pointer, no divisor
     args = (logits, target, stats, row_scale, stride, div, grad, rows, cols, ignore_index, label_smoothing)
     flat = None if keep or not rows else _ce_bwd_flat(logits.dtype, row_scale.dtype, cols)
-    if flat is not None and vector_path(cols, logits.dtype, (logits, grad)) and rows * flat[1] < 2**31:
+    if flat is not None and row_path(cols, logits.dtype, (logits, grad)) == VECTOR and rows * flat[1] < 2**31:
         k, per_row = flat
         k.launch(rows * per_row, _CE_BWD_FLAT_THREADS, (*args, per_row))
         return
