@@ -23,6 +23,7 @@
 #          softmax-sass (bench/exp_h100_softmax_sass.sh: ncu and SASS of softmax's bf16 x 4096 forward against Liger's),
 #          softmax-span (bench/exp_softmax_span.sh: A/B of softmax.cu's block reductions over 16 lanes),
 #          softmax-shifted (bench/exp_softmax_shifted.sh: A/B of softmax's shifted rows at odd widths),
+#          ce-shifted (bench/exp_ce_shifted.sh: A/B of cross-entropy's shifted rows at odd widths),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments as shell words, e.g.
 #        "tests/test_llm_ops.py -k 'rope or swiglu'"),
@@ -96,6 +97,7 @@ for s in $steps; do
     softmax-sass) OUT=$OUT bash bench/exp_h100_softmax_sass.sh ;;
     softmax-span) OUT=$OUT bash bench/exp_softmax_span.sh ;;
     softmax-shifted) OUT=$OUT bash bench/exp_softmax_shifted.sh ;;
+    ce-shifted) OUT=$OUT bash bench/exp_ce_shifted.sh ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
       | tee "$OUT/ties-softmax.log" | tail -8 ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;

@@ -198,6 +198,13 @@ def instantiations():
     # ... split over a cluster (_HELD_CE_SPLIT_FITS), of any CTAs and of 2, 3, 4, 8 and 16 fixed at compile time
     held_split = [f"kk_cross_entropy_held<{t}, 8, 2, true" for t in ("float", "__half", "__nv_bfloat16")]
     sm += [f"{h}{c}>" for h in held_split for c in ("", ", 2", ", 3", ", 4", ", 8", ", 16")]
+    # ... on rows of any width (SHIFT), as ops/softmax.py _held_ce_shape spells them
+    sm += [
+        f"kk_cross_entropy_held<{t}, {p}, 2, false, 0, true>"
+        for t in ("float", "__half", "__nv_bfloat16")
+        for p in (4, 8)
+    ]
+    sm += [f"{h}, {c}, true>" for h in held_split for c in (0, 2, 3, 4, 8, 16)]
     sm += ["kk_cross_entropy_count<8>"] + [f"kk_cross_entropy_mean<float, {o}, 8>" for o in TYPES]
     sm += [f"kk_cross_entropy_bwd<{t}, {o}, true>" for t in ("float", "__half", "__nv_bfloat16") for o in TYPES]
     # ... at 48 registers, for rows of at most 512 columns (_CE_BWD_LEAN_COLS), neither type float64

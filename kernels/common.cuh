@@ -410,15 +410,16 @@ struct Extra {
 struct RowAt {
   long long first, nv;
   Extra e;
+  long long head;  // first - row * cols
 };
 template <int W, bool SHIFT, typename T>
 __device__ __forceinline__ RowAt row_at(const T* x, long long row, long long cols, int ti) {
   const long long o = row * cols;
   if constexpr (SHIFT) {
     const RowShift s = row_shift(x + o, cols);
-    return RowAt{o + s.first, s.nv, Extra{ti < s.extra, (int)s.extra_offset<W>(ti)}};
+    return RowAt{o + s.first, s.nv, Extra{ti < s.extra, (int)s.extra_offset<W>(ti)}, s.first};
   } else {
-    return RowAt{o, cols / W, Extra{}};
+    return RowAt{o, cols / W, Extra{}, 0};
   }
 }
 

@@ -618,16 +618,18 @@ __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, 
 // writes. It loads the target before the pass and x[target] after it, so that no branch on the target waits for its
 // load before the row's loads go out: within 0.6% of loading both first (H200, bench/ab_source.py,
 // h200-2026-11-23-s18/ab-ce-target-late.json, whose bf16 4096 row was its run's first case, which reads high).
+// xr: the row's first pack, `head` columns into the row (shifted rows, kk::RowShift); e: this thread's extra element.
 template <typename T, int W, bool BLOCK, int U, bool SX>
-__device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long nv, long long cols, int ti, int nt,
-                                           const long long* target, acc_t<T>* loss, acc_t<T>* stats,
+__device__ __forceinline__ void ce_fwd_row(const T* xr, long long head, long long row, long long nv, long long cols,
+                                           int ti, int nt, const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                            long long ignore_index, double label_smoothing, acc_t<T>* red,
-                                           int& parity, acc_t<T> (&part)[2]) {
+                                           int& parity, acc_t<T> (&part)[2], kk::Extra e) {
   using A = acc_t<T>;
   long long t = 0;
   A xt = A(0);
   if (ti == 0) t = target[row];
-  A m = ninf<A>(), s = A(0), sx = A(0);
+  const A xe = e.has ? to_acc(kk::load_nc(xr + e.off)) : ninf<A>();
+  A m = xe, s = e.has ? ex<T>(xe - safe_ref(xe)) : A(0), sx = e.has ? xe : A(0);
   long long q = ti;
 #pragma unroll 1
   for (; q + (U - 1) * (long long)nt < nv; q += (long long)U * nt) {
@@ -655,7 +657,7 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
       }
     }
   }
-  if (ti == 0 && t >= 0 && t < cols) xt = to_acc(xr[t]);
+  if (ti == 0 && t >= 0 && t < cols) xt = to_acc(xr[t - head]);
   Red<A, SX ? 3 : 2> st;
   st.f[0] = m;
   st.f[1] = s;
@@ -686,12 +688,12 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long row, long long
   }
 }
 
-template <typename T, int W, int U, bool SX>
+template <typename T, int W, int U, bool SX, bool SHIFT>
 __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                            acc_t<T>* partial, long long rows, long long cols,
                                            long long ignore_index, double ls, acc_t<T>* red) {
   using A = acc_t<T>;
-  const long long nv = cols / W;
+  const long long nv = cols / W;  // a shifted row's packs: nv or nv - 1
   int parity = 0;
   A part[2] = {A(0), A(0)};  // this team's (sum of losses, rows not ignored), in its thread 0
   const bool warp_team = nv <= kWarpRowPacks;
@@ -699,14 +701,18 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
     const long long nw = blockDim.x >> 5;
     const int lane = threadIdx.x & 31;
 #pragma unroll 1
-    for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw)
-      ce_fwd_row<T, W, false, U, SX>(x + row * cols, row, nv, cols, lane, 32, target, loss, stats, ignore_index, ls,
-                                     red, parity, part);
+    for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw) {
+      const kk::RowAt a = kk::row_at<W, SHIFT>(x, row, cols, lane);
+      ce_fwd_row<T, W, false, U, SX>(x + a.first, a.head, row, a.nv, cols, lane, 32, target, loss, stats,
+                                     ignore_index, ls, red, parity, part, a.e);
+    }
   } else {
 #pragma unroll 1
-    for (long long row = blockIdx.x; row < rows; row += gridDim.x)
-      ce_fwd_row<T, W, true, U, SX>(x + row * cols, row, nv, cols, threadIdx.x, blockDim.x, target, loss, stats,
-                                    ignore_index, ls, red, parity, part);
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+      const kk::RowAt a = kk::row_at<W, SHIFT>(x, row, cols, threadIdx.x);
+      ce_fwd_row<T, W, true, U, SX>(x + a.first, a.head, row, a.nv, cols, threadIdx.x, blockDim.x, target, loss,
+                                    stats, ignore_index, ls, red, parity, part, a.e);
+    }
   }
   if (partial == nullptr) return;
   // The block's partial, in thread 0's partial[0..1]: its teams' sums added in warp order (deterministic for a given
@@ -731,10 +737,10 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
   }
 }
 
-// The forward over every row: the 16-byte path where cols % VEC == 0 and logits are 16-byte aligned. Without
-// label smoothing the rows' sums of x are not needed: one add per element and a third of each row's reduction
-// fewer (H200: bf16 8192 x 65536 268.7 -> 263.9 us, the other sizes within 0.8%;
-// h200-2026-11-23-s18/ab-ce-no-sx2.json).
+// The forward over every row: the 16-byte path where cols % VEC == 0 and logits are 16-byte aligned, else shifted rows
+// (kk::RowShift: one tensor is always congruent with itself). Without label smoothing the rows' sums of x are not
+// needed: one add per element and a third of each row's reduction fewer (H200: bf16 8192 x 65536 268.7 -> 263.9 us,
+// the other sizes within 0.8%; h200-2026-11-23-s18/ab-ce-no-sx2.json).
 template <typename T, int U>
 __device__ __forceinline__ void ce_fwd(const T* logits, const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                        acc_t<T>* partial, long long rows, long long cols, long long ignore_index,
@@ -742,13 +748,13 @@ __device__ __forceinline__ void ce_fwd(const T* logits, const long long* target,
   constexpr int V = kk::kVec<T>;
   const bool vec = cols % V == 0 && kk::aligned16(kk::addr(logits));
   if (ls != 0.0 && vec) {
-    ce_fwd_run<T, V, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
+    ce_fwd_run<T, V, U, true, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
   } else if (ls != 0.0) {
-    ce_fwd_run<T, 1, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
+    ce_fwd_run<T, V, U, true, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
   } else if (vec) {
-    ce_fwd_run<T, V, U, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
+    ce_fwd_run<T, V, U, false, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
   } else {
-    ce_fwd_run<T, 1, U, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
+    ce_fwd_run<T, V, U, false, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
   }
 }
 
@@ -777,10 +783,16 @@ __device__ __forceinline__ Vec<T, W> ce_bwd_pack(const Vec<T, W>& u, long long c
   return kk::acc_to_vec<T, W>(o);
 }
 
+// xr, gr: the row's first pack; t: the target's column from it (shifted rows: kk::RowShift); e: the extra element.
 template <typename T, int W>
 __device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int ti, int nt, long long t, acc_t<T> m,
-                                           acc_t<T> ls_m, acc_t<T> sc, acc_t<T> smooth, acc_t<T> hit, bool ignored) {
+                                           acc_t<T> ls_m, acc_t<T> sc, acc_t<T> smooth, acc_t<T> hit, bool ignored,
+                                           kk::Extra e) {
   using A = acc_t<T>;
+  if (e.has) {
+    const A v = ignored ? A(0) : sc * (ex<T>((to_acc(kk::load_nc(xr + e.off)) - m) - ls_m) - (e.off == t ? hit : smooth));
+    gr[e.off] = kk::from_acc<T>(v);
+  }
   if (ignored) {
     A z[W];
 #pragma unroll
@@ -834,7 +846,7 @@ __device__ __forceinline__ CeRow<A> ce_row_meta(const long long* target, const A
                   static_cast<A>(to_acc(row_scale[row * scale_stride])) / div};
 }
 
-template <typename T, int W, typename S>
+template <typename T, int W, bool SHIFT, typename S>
 __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, const acc_t<T>* stats,
                                            const S* row_scale, long long scale_stride, const acc_t<T>* divisor,
                                            T* grad, long long rows, long long cols, long long ignore_index,
@@ -860,8 +872,9 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
     CeRow<A> next;
     if constexpr (kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, div, nxt);
     const bool ignored = cur.t == ignore_index;
-    ce_bwd_row<T, W>(x + row * cols, grad + row * cols, nv, ti, nt, cur.t, ignored ? A(0) : cur.m,
-                     ignored ? A(0) : cur.ls_m, ignored ? A(0) : cur.sc, smooth, hit, ignored);
+    const kk::RowAt a = kk::row_at<W, SHIFT>(x, row, cols, ti);
+    ce_bwd_row<T, W>(x + a.first, grad + a.first, a.nv, ti, nt, cur.t - a.head, ignored ? A(0) : cur.m,
+                     ignored ? A(0) : cur.ls_m, ignored ? A(0) : cur.sc, smooth, hit, ignored, a.e);
     if constexpr (!kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, div, nxt);
     cur = next;
   }
@@ -1206,12 +1219,18 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_bwd(const T* logits, const lo
     if (kk::to_acc(row_scale[0]) == 1) return;  // grad already holds this gradient
   }
   constexpr int V = kk::kVec<T>;
+  constexpr bool kShift = sizeof(T) < 8 && MAXR > 48;
   if (cols % V == 0 && kk::aligned16(kk::addr(logits) | kk::addr(grad)))
-    kk_sm::ce_bwd_run<T, V>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols, ignore_index,
-                            label_smoothing);
+    kk_sm::ce_bwd_run<T, V, false>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
+                                   ignore_index, label_smoothing);
+  // Shifted rows (kk::RowShift), but float64's and the 48-register instantiations' (8 and 28-32 bytes of spills,
+  // kernels/check_compile.py), which keep the scalar path.
+  else if (kShift && kk::congruent16(kk::addr(logits) ^ kk::addr(grad)))
+    kk_sm::ce_bwd_run<T, V, kShift>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
+                                    ignore_index, label_smoothing);
   else
-    kk_sm::ce_bwd_run<T, 1>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols, ignore_index,
-                            label_smoothing);
+    kk_sm::ce_bwd_run<T, 1, false>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
+                                   ignore_index, label_smoothing);
 }
 
 // kk_cross_entropy_bwd_flat: kk_cross_entropy_bwd's gradient (without KEEP_AT_ONE), the same bits, in one pass of a
@@ -1270,26 +1289,30 @@ template <typename T, int P, bool SPLIT, int CTAS>
 __device__ __forceinline__ void held_ce_row(const T* logits, const long long* target, acc_t<T>* stats,
                                             acc_t<T>* row_loss, T* grad, const unsigned long long* count, int mean,
                                             const void* by, int by_kind, long long cols, long long ignore_index,
-                                            long long o, long long row,
+                                            long long o, long long head, long long row,
                                             long long nv, int ti, int nt, acc_t<T>* red, int& parity,
-                                            SplitReduce<2, acc_t<T>, CTAS>* cluster, bool& waited, acc_t<T>& sc) {
+                                            SplitReduce<2, acc_t<T>, CTAS>* cluster, bool& waited, acc_t<T>& sc,
+                                            kk::Extra e) {
   using A = acc_t<T>;
   constexpr int W = kk::kVec<T>;
-  const T* xr = logits + o;
-  const long long t = target[row];
+  const T* xr = logits + o;  // the row's first pack, `head` columns into it (shifted rows, kk::RowShift)
+  const long long t = target[row], tp = t - head;  // the target's column from the first pack
   const int n = ti < nv ? (int)min((long long)P, (nv - ti + nt - 1) / nt) : 0;
   Vec<T, W> u[P];
 #pragma unroll
   for (int k = 0; k < P; ++k)
     if (k < n) u[k] = load_vec<W, kCeHeldLd<T, SPLIT>>(xr + (k * (long long)nt + ti) * W);
-  A m = ninf<A>(), s = A(0);
+  const A xe = e.has ? to_acc(kk::load_nc(xr + e.off)) : ninf<A>();
+  A m = xe, s = A(0);
   Red<A, 2> st;
   if (!SPLIT && nt >= kTwoReductionThreads) {
     m = team_allreduce<MaxOp<T>, true>(Red<A, 1>{{pack_max<T, W, P>(u, n, m)}}, red, parity).f[0];
+    if (e.has) s = ex<T>(xe - safe_ref(m));
     s = exp_sum<T, W, P>(u, n, safe_ref(m), s);
     st.f[0] = m;
     st.f[1] = team_allreduce<SumOp<T>, true>(Red<A, 1>{{s}}, red, parity).f[0];
   } else {
+    if (e.has) s = ex<T>(xe - safe_ref(xe));  // the sum against the extra element as the max so far
     ms_update<T, W, P>(u, n, m, s);
     st.f[0] = m;
     st.f[1] = s;
@@ -1301,7 +1324,7 @@ __device__ __forceinline__ void held_ce_row(const T* logits, const long long* ta
   if (ti == 0) {
     stats[2 * row] = mr;
     stats[2 * row + 1] = ls_m;
-    row_loss[row] = ignored ? A(0) : (t < 0 || t >= cols) ? qnan<A>() : ls_m - (to_acc(xr[t]) - mr);
+    row_loss[row] = ignored ? A(0) : (t < 0 || t >= cols) ? qnan<A>() : ls_m - (to_acc(xr[tp]) - mr);
   }
   if (!waited) {
     kk::pdl_wait();
@@ -1310,6 +1333,7 @@ __device__ __forceinline__ void held_ce_row(const T* logits, const long long* ta
     waited = true;
   }
   T* gr = grad + o;
+  if (e.has) gr[e.off] = kk::from_acc<T>(ignored ? A(0) : sc * (ex<T>((xe - mr) - ls_m) - (e.off == tp ? A(1) : A(0))));
   if (ignored) {
     A z[W];
 #pragma unroll
@@ -1322,22 +1346,23 @@ __device__ __forceinline__ void held_ce_row(const T* logits, const long long* ta
     for (int k = 0; k < P; ++k)
       if (k < n) {
         const long long p = k * (long long)nt + ti;
-        store_vec<W>(gr + p * W, ce_bwd_pack<T, W, true>(u[k], p * W, t, mr, ls_m, sc, A(0), A(1)));
+        store_vec<W>(gr + p * W, ce_bwd_pack<T, W, true>(u[k], p * W, tp, mr, ls_m, sc, A(0), A(1)));
       }
   }
 }
 
 // Rows split over clusters (kk_cross_entropy_held's SPLIT), as softmax_fwd_split.
-template <typename T, int P, int CTAS>
+template <typename T, int P, int CTAS, bool SHIFT>
 __device__ __forceinline__ void held_ce_split(const T* logits, const long long* target, acc_t<T>* stats,
                                               acc_t<T>* row_loss, T* grad, const unsigned long long* count, int mean,
                                               const void* by, int by_kind, long long rows, long long cols,
                                               long long ignore_index, acc_t<T>* red,
                                               bool& waited, acc_t<T>& sc) {
-  split_rows<2, T, kk::kVec<T>, P, CTAS>(logits, rows, cols, [&](long long r, const kk::RowAt& a, int ti, int nt,
-                                                                  int& parity, SplitReduce<2, acc_t<T>, CTAS>& cluster) {
+  split_rows<2, T, kk::kVec<T>, P, CTAS, SHIFT>(logits, rows, cols, [&](long long r, const kk::RowAt& a, int ti,
+                                                                         int nt, int& parity,
+                                                                         SplitReduce<2, acc_t<T>, CTAS>& cluster) {
     held_ce_row<T, P, true, CTAS>(logits, target, stats, row_loss, grad, count, mean, by, by_kind, cols, ignore_index,
-                                  a.first, r, a.nv, ti, nt, red, parity, &cluster, waited, sc);
+                                  a.first, a.head, r, a.nv, ti, nt, red, parity, &cluster, waited, sc, a.e);
   });
 }
 }  // namespace kk_sm
@@ -1349,11 +1374,12 @@ __device__ __forceinline__ void held_ce_split(const T* logits, const long long* 
 // waits for the count only before its first store (kk::pdl_wait): launch it dependent on kk_cross_entropy_count,
 // which computes it meanwhile; kk_cross_entropy_mean, launched dependent on this one, sums the row losses. d: *count,
 // or the caller's denominator where one is given (by_kind != 0, kk_sm::given_divisor; then no count is needed). Vector
-// path only: cols % VEC == 0, logits and grad 16-byte aligned, cols <= P * nt * VEC (else it traps).
+// path only: cols % VEC == 0, logits and grad 16-byte aligned, cols <= P * nt * VEC (else it traps); with SHIFT, rows
+// of any width (kk::RowShift; logits and grad congruent16, else it traps).
 // Launch: block R (multiple of 32, <= 512), any grid: one block per row (grid rows) measured fastest. SPLIT (sm_90+):
 // a row over a cluster of gridDim.y CTAs (nt = R * gridDim.y, reduced through kk::ClusterRowReduce), as
 // kk_softmax_fwd's split rows; CTAS > 0: blocks of kk::kFixedThreads in clusters of CTAS, fixed at compile time.
-template <typename T, int P, int MINB, bool SPLIT = false, int CTAS = 0>
+template <typename T, int P, int MINB, bool SPLIT = false, int CTAS = 0, bool SHIFT = false>
 __global__ void __launch_bounds__(512, MINB) kk_cross_entropy_held(const T* __restrict__ logits,
     const long long* __restrict__ target, kk::acc_t<T>* __restrict__ stats, kk::acc_t<T>* __restrict__ row_loss,
     T* __restrict__ grad, const unsigned long long* count, int mean, const void* by, int by_kind, long long rows,
@@ -1366,19 +1392,23 @@ __global__ void __launch_bounds__(512, MINB) kk_cross_entropy_held(const T* __re
   kk::pdl_trigger();  // the mean, launched dependent, waits for this whole grid
   check_block();
   kk::check_split<SPLIT>();
-  if (cols % W || !kk::aligned16(kk::addr(logits) | kk::addr(grad))) __trap();
+  if (SHIFT ? !kk::congruent16(kk::addr(logits) ^ kk::addr(grad))
+            : cols % W || !kk::aligned16(kk::addr(logits) | kk::addr(grad)))
+    __trap();
   bool waited = false;
   A sc = A(0);
   if constexpr (SPLIT) {
-    held_ce_split<T, P, CTAS>(logits, target, stats, row_loss, grad, count, mean, by, by_kind, rows, cols,
-                              ignore_index, red, waited, sc);
+    held_ce_split<T, P, CTAS, SHIFT>(logits, target, stats, row_loss, grad, count, mean, by, by_kind, rows, cols,
+                                     ignore_index, red, waited, sc);
   } else {
-    const long long nv = cols / W;
-    if (nv > (long long)P * blockDim.x) __trap();
+    if (cols / W > (long long)P * blockDim.x) __trap();
     int parity = 0;
-    for (long long row = blockIdx.x; row < rows; row += gridDim.x)
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+      const kk::RowAt a = kk::row_at<W, SHIFT>(logits, row, cols, threadIdx.x);
       held_ce_row<T, P, false, 0>(logits, target, stats, row_loss, grad, count, mean, by, by_kind, cols, ignore_index,
-                                  row * cols, row, nv, threadIdx.x, blockDim.x, red, parity, nullptr, waited, sc);
+                                  a.first, a.head, row, a.nv, threadIdx.x, blockDim.x, red, parity, nullptr, waited, sc,
+                                  a.e);
+    }
   }
 }
 

@@ -287,7 +287,9 @@ def _ce_shape(
     if keep or lean:
         expr = f"{expr[:-1]}, {str(keep).lower()}{', 48' if lean else ''}>"
     k = kernel("softmax", expr)
-    nv = cols // VEC[dtype] if cols % VEC[dtype] == 0 else cols
+    # Packs of the 16-byte or shifted rows (the backward's scalar rows, logits and gradient off each other's 16-byte
+    # units, take any launch).
+    nv = cols // VEC[dtype]
     warp_rows = nv <= 2048  # kWarpRowPacks
     block, per_block = (256, 8) if warp_rows else (512, 1)
     # Grid caps in waves of resident blocks: the backward 4; the 16-bit forwards 2, 0.1-2.3% faster than one in two
@@ -538,19 +540,22 @@ _TOTAL_THREADS = 256  # their blocks (kk_sm::kTotalThreads)
 @functools.cache
 def _held_ce_shape(dtype: torch.dtype, cols: int, dev: int) -> Optional[RowShape]:
     """kk_cross_entropy_held's launch for rows of ``cols`` (one row per block, or per cluster), or None (the kernels
-    apart)."""
-    if cols % VEC[dtype]:
-        return None
-    nv = cols // VEC[dtype]
+    apart). Widths off the 16-byte path take its SHIFT instantiation (the caller checks that the logits are 16-byte
+    aligned, as the gradient it allocates is)."""
+    shifted = cols % VEC[dtype] != 0
+    nv = cols // VEC[dtype]  # a shifted row's packs: nv or nv - 1
+    ct = CTYPE[dtype]
     fits = _HELD_CE_FITS_LOW_GBPS if low_dram_bandwidth(dev) else _HELD_CE_FITS
     for packs, minb, threads in fits.get(dtype.itemsize, ()):
         if packs * threads <= nv <= packs * 512:
-            k = kernel("softmax", f"kk_cross_entropy_held<{CTYPE[dtype]}, {packs}, {minb}>")
+            k = kernel(
+                "softmax", f"kk_cross_entropy_held<{ct}, {packs}, {minb}{', false, 0, true' if shifted else ''}>"
+            )
             return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62)
     split = _HELD_CE_SPLIT_FITS.get(dtype.itemsize)
     if split is None or nv <= split[0] * 512:
         return None
-    expr = f"kk_cross_entropy_held<{CTYPE[dtype]}, {split[0]}, {split[1]}, true>"
+    expr = f"kk_cross_entropy_held<{ct}, {split[0]}, {split[1]}, true{', {ctas}, true' if shifted else ''}>"
     return split_shape("softmax", expr, split[0], dtype, cols, dev, fixed_geometry=True)
 
 
