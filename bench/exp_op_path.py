@@ -26,7 +26,7 @@ from sweep_common import interleaved, run_cases, source_variant
 import kernelkit
 from kernelkit.bench import _rms_norm_reference
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import VECTOR, row_path
+from kernelkit.ops._runtime import row_path
 
 # (tag, [(regex, replacement)]) applied to kernels/norms.cu's kk_layer_norm_fwd_wide and ln_fwd_wide_run.
 WIDE_VARIANTS = [
@@ -67,7 +67,7 @@ def time_case(name, dtype, cols, copy, reps, rows=32768):
     def args(y, *stats):
         return (x, w, b, y, *stats) if ln else (x, w, y, *stats)
 
-    shape = norms._forward_shape(kname, dtype, cols, 0, row_path(cols, dtype, args(y, stat, stat)) == VECTOR)
+    shape = norms._forward_shape(kname, dtype, cols, 0, row_path(cols, dtype, args(y, stat, stat)))
     grid = min(-(-rows // shape.per_block), shape.cap)
     nstat = 2 if ln else 1
     pre = (*args(y, *[torch.empty_like(stat) for _ in range(nstat)]), rows, cols, eps)

@@ -17,7 +17,7 @@ from sweep_common import guarded, norm_forward, source_variant, write_results
 from kernelkit import _native
 from kernelkit.bench import _add_rms_norm_reference, _gpu_median_ms, _rms_norm_reference, copy_bandwidth
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import BLOCK, CTYPE, VEC, cdiv, kernel, resident_blocks, sm_count
+from kernelkit.ops._runtime import BLOCK, CTYPE, VEC, VECTOR, cdiv, kernel, resident_blocks, sm_count
 
 SIZES = [(32768, 4096), (32768, 8192), (8192, 65536)]
 softmax = importlib.import_module("kernelkit.ops.softmax")  # the package exports a function of that name
@@ -125,7 +125,7 @@ def sweep_norm_fwd_fits(name, dtype, rows, cols, results):
     ref = lib()[0].clone()
     case = f"{name} fits {str(dtype)[6:]} {rows}x{cols}"
     out = [("shipped", median_us(lib))]
-    shape = norms._forward_shape(name, dtype, cols, 0, True)
+    shape = norms._forward_shape(name, dtype, cols, 0, VECTOR)
     launch = lambda: shape.launch(cdiv(rows, shape.per_block), (*args, rows, cols, eps))
     out.append((f"shipped launch only, block {shape.block}", median_us(launch)))
     for np_, minb in FWD_FITS[dtype.itemsize]:

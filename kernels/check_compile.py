@@ -158,6 +158,13 @@ def instantiations():
     # the 16-bit forwards' last fit, (8, 1): rows up to 262144 columns over 8 CTAs
     norms += [f"{k}<{t}, false, 8, 1, true, 8>" for k in fwd for t in ("__half", "__nv_bfloat16")]
     norms += [f"kk_layer_norm_fwd<{t}, true, 2, 2>" for t in ("__half", "__nv_bfloat16")]  # _TAIL_FIT
+    # held forwards on rows of any width (SHIFT), as ops/norms.py _forward_shape launches them (float32 at
+    # _SHIFTED_F32_FITS, 16-bit add_rms_norm at its _FWD_FIT too)
+    for k in fwd:
+        ld = ", kk_norms::kLnFwdLd" if k == "kk_layer_norm_fwd" else ""
+        norms += [f"{k}<{t}, false, 4, 2, false, 0{ld}, true>" for t in TYPES]
+        norms += [f"{k}<float, false, 8, 1, false, 0{ld}, true>"]
+    norms += [f"kk_add_rms_norm_fwd<{t}, false, 2, 3, false, 0, true>" for t in ("__half", "__nv_bfloat16")]
     # backwards with _BWD_SPLIT_FIT's (SMEM, minimum blocks); double keeps (0, 1)
     ln = {"float": "1, true, 2", "double": "1, true, 0", "__half": "1, true, 0", "__nv_bfloat16": "1, true, 0"}
     rms = {"float": "1, false, true, 1", "double": "1, false, true, 0", "__half": "2, false, true, 2"}

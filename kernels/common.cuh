@@ -502,6 +502,30 @@ template <int W, int L = kNc, typename T> __device__ __forceinline__ Vec<T, W> l
   return r;
 }
 
+// The kVec<T> elements at p, which sits `sb` bytes into its 16-byte unit (a multiple of sizeof(T); the same for every
+// pack of a shifted row's column-indexed tensor, such as a norm's weight, kk::RowShift): the two units holding them,
+// shifted down by sb bytes (two selects of words, then a byte permute for 16-bit types). The second unit is read only
+// where sb != 0, so never past the unit of the pack's last element.
+template <int L = kNc, typename T> __device__ __forceinline__ Vec<T, kVec<T>> load_shifted(const T* p, unsigned sb) {
+  const char* base = reinterpret_cast<const char*>(p) - sb;
+  const uint4 lo = ld16<L>(base), hi = sb ? ld16<L>(base + 16) : lo;
+  const unsigned c[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  unsigned u[6], t[5];
+#pragma unroll
+  for (int i = 0; i < 6; ++i) u[i] = (sb & 8u) ? c[i + 2] : c[i];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) t[i] = (sb & 4u) ? u[i + 1] : u[i];
+  uint4 r = make_uint4(t[0], t[1], t[2], t[3]);
+  if constexpr (sizeof(T) == 2) {
+    const unsigned sel = (sb & 2u) ? 0x5432u : 0x3210u;  // bytes 2-5 of the pair of words: half a word further
+    r = make_uint4(__byte_perm(t[0], t[1], sel), __byte_perm(t[1], t[2], sel), __byte_perm(t[2], t[3], sel),
+                   __byte_perm(t[3], t[4], sel));
+  }
+  Vec<T, kVec<T>> v;
+  *reinterpret_cast<uint4*>(&v) = r;
+  return v;
+}
+
 // All-zero pack (16-bit types: written as whole words, the zero bit pattern being +0).
 template <typename T, int W> __device__ __forceinline__ Vec<T, W> zero_vec() {
   Vec<T, W> r;

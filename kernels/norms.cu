@@ -241,8 +241,9 @@ __device__ __forceinline__ void cached_tail_loop(const RowCache<W, T>& c, const 
 
 // ------------------------------------------------------------------------------------------------
 // RMSNorm forward (ADD: fused residual add). h = x (+ residual, rounded to T and stored to hout);
-// rs = rsqrt(sum(h^2)/cols + eps); y = round(h * rs * w) with the products in A.
-template <int NP, int W, bool ADD, bool TAIL, bool SPLIT, typename T, int CTAS = 0>
+// rs = rsqrt(sum(h^2)/cols + eps); y = round(h * rs * w) with the products in A. SHIFT (held rows only): rows of any
+// width on the 16-byte path (kk::RowShift; x, residual, y and hout congruent16), w's packs by kk::load_shifted.
+template <int NP, int W, bool ADD, bool TAIL, bool SPLIT, typename T, int CTAS = 0, bool SHIFT = false>
 __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __restrict__ res,
                                             const T* __restrict__ w, T* __restrict__ y, T* __restrict__ hout,
                                             acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
@@ -257,19 +258,38 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
   const T* const wp[1] = {w};
+  static_assert(!SHIFT || (!TAIL && !SPLIT), "shifted rows are held in one block");
   const auto params = SPLIT ? stage_params<1, NP, W>(wp, tx, R, cv) : ParamSlots<1, NP, W, T>{};
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
     const bool act = kFixed || row < rows;
-    const long long off = act ? row * cols : 0;
+    kk::RowAt at{};  // SHIFT: the row's first pack, packs and this thread's extra element
+    if constexpr (SHIFT) {
+      if (act) at = kk::row_at<W, true>(x, row, cols, tx);
+    }
+    const long long off = SHIFT ? at.first : act ? row * cols : 0;
+    const long long nvr = SHIFT ? at.nv : cv;  // the row's packs
+    A he = A(0);  // the extra element's h
+    if constexpr (SHIFT) {
+      if (at.e.has) {
+        const long long o = off + at.e.off;
+        if constexpr (ADD) {
+          const T hv = kk::from_acc<T>(to_acc(kk::load_nc(x + o)) + to_acc(kk::load_nc(res + o)));
+          hout[o] = hv;
+          he = to_acc(hv);
+        } else {
+          he = to_acc(kk::load_nc(x + o));
+        }
+      }
+    }
     Vec<T, W> h[NP];
-    A ss[1] = {A(0)};
+    A ss[1] = {he * he};
     if constexpr (ADD) {
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
         h[k] = kk::zero_vec<T, W>();
-        if (act && p < cv) {
+        if (act && p < nvr) {
           A a[W], b[W];
           kk::vec_to_acc(load_vec<W, kRmsFwdLd>(x + off + p * W), a);
           kk::vec_to_acc(load_vec<W, kRmsFwdLd>(res + off + p * W), b);
@@ -285,8 +305,8 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
         const long long p = k * R + tx;
         // 16-bit packs choose on whole words (a select per element was two byte permutes); the float ones
         // keep the select: through a shared helper (load_vec_if or its own) the float forwards spilled.
-        if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kRmsFwdLd>(x + off + p * W, act && p < cv);
-        else h[k] = (act && p < cv) ? load_vec<W, kRmsFwdLd>(x + off + p * W) : kk::zero_vec<T, W>();
+        if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kRmsFwdLd>(x + off + p * W, act && p < nvr);
+        else h[k] = (act && p < nvr) ? load_vec<W, kRmsFwdLd>(x + off + p * W) : kk::zero_vec<T, W>();
       }
     }
 #pragma unroll
@@ -327,13 +347,19 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
     row_sum(ss, sm, cs);
     const A rs = k_rsqrt(ss[0] / acols + A(eps));
     if (act && tx == 0 && rstd != nullptr) rstd[row] = rs;
+    const T* const wr = w + at.head;  // w's column of the row's first pack
+    const unsigned wsb = SHIFT ? unsigned(kk::addr(wr) & 15u) : 0u;
+    if constexpr (SHIFT) {
+      if (at.e.has) y[off + at.e.off] = kk::from_acc<T>(he * rs * to_acc(wr[at.e.off]));
+    }
 #pragma unroll
     for (int k = 0; k < NP; ++k) {
       const long long p = k * R + tx;
-      if (act && p < cv) {
+      if (act && p < nvr) {
         A a[W], g[W];
         kk::vec_to_acc(h[k], a);
         if constexpr (SPLIT) kk::vec_to_acc(params.get(0, k), g);
+        else if constexpr (SHIFT) kk::vec_to_acc(kk::load_shifted<kRmsFwdLd>(wr + p * W, wsb), g);
         else kk::vec_to_acc(load_vec<W, kRmsFwdLd>(w + p * W), g);
 #pragma unroll
         for (int j = 0; j < W; ++j) a[j] = a[j] * rs * g[j];
@@ -361,8 +387,10 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
 // reduction, no second pass over the registers: the 16-bit kernels are issue-bound) and take var = mean(x^2) - mu^2
 // when mu^2 <= var, where the cancellation at most doubles the rounding error of the two-pass form; otherwise (and
 // for NaN) sum (x - mu)^2 in a second pass, as rows without ONEPASS always do. A split row adds its CTAs' sums
-// over the cluster: one exchange per row, two where the second pass runs.
-template <int NP, int W, bool TAIL, bool SPLIT, bool ONEPASS, typename T, int CTAS = 0, int LD = kLnFwdLd>
+// over the cluster: one exchange per row, two where the second pass runs. SHIFT: as rms_fwd_run's (w and b by
+// kk::load_shifted).
+template <int NP, int W, bool TAIL, bool SPLIT, bool ONEPASS, typename T, int CTAS = 0, int LD = kLnFwdLd,
+          bool SHIFT = false>
 __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                            T* __restrict__ y, acc_t<T>* __restrict__ mean,
                                            acc_t<T>* __restrict__ rstd, long long rows, long long cols, double eps) {
@@ -382,11 +410,17 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
   static_assert(ONEPASS || !SPLIT, "split rows take the one-pass sums");
   constexpr int kRowLd = SPLIT ? kLnSplitLd : LD;
   const T* const wb[2] = {w, b};
+  static_assert(!SHIFT || (!TAIL && !SPLIT), "shifted rows are held in one block");
   const auto params = SPLIT ? stage_params<2, NP, W>(wb, tx, R, cv) : ParamSlots<2, NP, W, T>{};
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
     const bool act = kFixed || row < rows;
-    const long long off = act ? row * cols : 0;
+    kk::RowAt at{};  // SHIFT: the row's first pack, packs and this thread's extra element
+    if constexpr (SHIFT) {
+      if (act) at = kk::row_at<W, true>(x, row, cols, tx);
+    }
+    const long long off = SHIFT ? at.first : act ? row * cols : 0;
+    const long long nvr = SHIFT ? at.nv : cv;  // the row's packs
     const bool tail = TAIL && act && p_tail < cv;
     const T* const src1[1] = {x + off};
     Vec<T, W> h[NP];
@@ -394,11 +428,12 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
     for (int k = 0; k < NP; ++k) {
       const long long p = k * R + tx;
       // As in rms_fwd_run: whole words for 16-bit packs, the select for float ones.
-      if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kRowLd>(x + off + p * W, act && p < cv);
-      else h[k] = (act && p < cv) ? load_vec<W, kRowLd>(x + off + p * W) : kk::zero_vec<T, W>();
+      if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kRowLd>(x + off + p * W, act && p < nvr);
+      else h[k] = (act && p < nvr) ? load_vec<W, kRowLd>(x + off + p * W) : kk::zero_vec<T, W>();
     }
+    const A xe = SHIFT && at.e.has ? to_acc(kk::load_nc(x + off + at.e.off)) : A(0);  // the extra element
     // s[0]: sum of x; s[1]: sum of x^2 (ONEPASS); then s[0]: sum of (x - mu)^2 where the second pass runs.
-    A s[2] = {A(0), A(0)};
+    A s[2] = {xe, ONEPASS ? xe * xe : A(0)};
 #pragma unroll
     for (int k = 0; k < NP; ++k)
 #pragma unroll
@@ -438,12 +473,12 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
       mu = block_sum_first() / acols;
     }
     if (two_pass) {
-      s[0] = A(0);
+      s[0] = SHIFT && at.e.has ? (xe - mu) * (xe - mu) : A(0);
       s[1] = A(0);
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
-        if (p < cv) {  // zero packs beyond cv would add mu^2
+        if (p < nvr) {  // zero packs beyond nvr would add mu^2
 #pragma unroll
           for (int j = 0; j < W; ++j) {
             const A d = kk::acc_at(h[k], j) - mu;
@@ -473,15 +508,27 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
     // fma_form is a plain bool, constant at each inlined call: NVRTC 13.0 rejects generic lambdas in device code.
     auto out_packs = [&](const bool fma_form) {
       const A nmrs = -mu * rs;
+      const T* const wr = w + at.head;  // w's and b's columns of the row's first pack
+      const T* const br = b + at.head;
+      const unsigned wsb = SHIFT ? unsigned(kk::addr(wr) & 15u) : 0u, bsb = SHIFT ? unsigned(kk::addr(br) & 15u) : 0u;
+      if constexpr (SHIFT) {
+        if (at.e.has) {
+          const A o = fma_form ? kk::fma_acc(xe, rs, nmrs) : (xe - mu) * rs;
+          y[off + at.e.off] = kk::from_acc<T>(kk::fma_acc(o, to_acc(wr[at.e.off]), to_acc(br[at.e.off])));
+        }
+      }
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
-        if (act && p < cv) {
+        if (act && p < nvr) {
           A a[W], g[W], c[W];
           kk::vec_to_acc(h[k], a);
           if constexpr (SPLIT) {
             kk::vec_to_acc(params.get(0, k), g);
             kk::vec_to_acc(params.get(1, k), c);
+          } else if constexpr (SHIFT) {
+            kk::vec_to_acc(kk::load_shifted<LD>(wr + p * W, wsb), g);
+            kk::vec_to_acc(kk::load_shifted<LD>(br + p * W, bsb), c);
           } else {
             kk::vec_to_acc(load_vec<W, LD>(w + p * W), g);
             kk::vec_to_acc(load_vec<W, LD>(b + p * W), c);
@@ -1141,13 +1188,20 @@ template <bool TAIL, int NP, bool SPLIT> __device__ __forceinline__ void check_f
 }
 
 // RMSNorm forward entry (ADD: fused residual add; res, hout nullptr otherwise): the 16-byte path when
-// cols % VEC == 0 and every T pointer is aligned, else scalar.
-template <int NP, bool ADD, bool TAIL, bool SPLIT, typename T, int CTAS = 0>
+// cols % VEC == 0 and every T pointer is aligned, else scalar; SHIFT: shifted rows (x, res, y and hout congruent16,
+// else it traps).
+template <int NP, bool ADD, bool TAIL, bool SPLIT, typename T, int CTAS = 0, bool SHIFT = false>
 __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T* y, T* hout, kk::acc_t<T>* rstd,
                                         long long rows, long long cols, double eps) {
   if (kk::split_unsupported<SPLIT>()) return;
   constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout))) {
+  if constexpr (SHIFT) {
+    const unsigned long long rows_apart = (kk::addr(x) ^ kk::addr(y)) |
+                                          (ADD ? (kk::addr(x) ^ kk::addr(res)) | (kk::addr(x) ^ kk::addr(hout)) : 0ull);
+    if (!kk::congruent16(rows_apart)) __trap();
+    check_fits<TAIL, NP, SPLIT>(cols, V);
+    kk_norms::rms_fwd_run<NP, V, ADD, TAIL, SPLIT, T, 0, true>(x, res, w, y, hout, rstd, rows, cols, eps);
+  } else if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
     kk::check_fixed_geometry<CTAS>();
     kk_norms::rms_fwd_run<NP, V, ADD, TAIL, SPLIT, T, CTAS>(x, res, w, y, hout, rstd, rows, cols, eps);
@@ -1202,25 +1256,27 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   CTAS > 0 (SPLIT): blocks of 512 threads in clusters of CTAS <= 16 (non-portable beyond 8: the launch opts the
 //   kernel in), fixed at compile time, as kk_layer_norm_fwd's (anything else traps). bf16 8192 x 65536 535.7 ->
 //   526.0 us, bitwise equal (h200-2026-11-24-s27/ab-fixed-rms.json).
+//   SHIFT = true (TAIL = false, SPLIT = false): rows of any width on the 16-byte path (kk::RowShift), launched as
+//   the 16-byte path's.
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
-          int CTAS = 0>
+          int CTAS = 0, bool SHIFT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                 typename kk::Acc<T>::type* __restrict__ rstd, long long rows, long long cols, double eps) {
   if (rows <= 0 || cols <= 0) return;
-  rms_fwd<NP, false, TAIL, SPLIT, T, CTAS>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
+  rms_fwd<NP, false, TAIL, SPLIT, T, CTAS, SHIFT>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
 }
 
 // Fused residual add + RMSNorm: h = round(x + residual) -> new_residual; y = rms_norm(h) (rounded h).
 // Launch: as kk_rms_norm_fwd (CTAS included).
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
-          int CTAS = 0>
+          int CTAS = 0, bool SHIFT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, const T* __restrict__ w,
                     T* __restrict__ y, T* __restrict__ new_residual, typename kk::Acc<T>::type* __restrict__ rstd,
                     long long rows, long long cols, double eps) {
   if (rows <= 0 || cols <= 0) return;
-  rms_fwd<NP, true, TAIL, SPLIT, T, CTAS>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
+  rms_fwd<NP, true, TAIL, SPLIT, T, CTAS, SHIFT>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
 }
 
 // LayerNorm forward: y = round((x - mean) * rstd * w + b); mean/rstd per row in A (each may be nullptr).
@@ -1232,9 +1288,9 @@ kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, con
 //   row, and the cluster reduction's gather unrolls. bf16 8192 x 65536 on an H200: 587.7 -> 549.5 us, float16 588.6
 //   -> 553.3, bitwise equal (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-fixed.json); float32 with kLnFmaOut
 //   1107.1 -> 1071.5 (h200-2026-11-24-s27/ab-fixed-rms.json). LD: how rows that are not split, and their w and b,
-//   load (kk::Load).
+//   load (kk::Load). SHIFT: as kk_rms_norm_fwd's.
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
-          int CTAS = 0, int LD = kk_norms::kLnFwdLd>
+          int CTAS = 0, int LD = kk_norms::kLnFwdLd, bool SHIFT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                   typename kk::Acc<T>::type* __restrict__ mean, typename kk::Acc<T>::type* __restrict__ rstd,
@@ -1246,7 +1302,11 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   // h200-2026-11-24-s28/ab-ln-f32-onepass.json); float32 rows held in one CTA measured the same at 4096 columns, and
   // spill at the other fits.
   constexpr bool kOnePass = sizeof(T) == 2 || SPLIT || (TAIL && sizeof(T) == 4);
-  if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
+  if constexpr (SHIFT) {  // shifted rows (kk::RowShift): x and y congruent16, else it traps
+    if (!kk::congruent16(kk::addr(x) ^ kk::addr(y))) __trap();
+    check_fits<TAIL, NP, SPLIT>(cols, V);
+    kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T, 0, LD, true>(x, w, b, y, mean, rstd, rows, cols, eps);
+  } else if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
     kk::check_fixed_geometry<CTAS>();
     kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T, CTAS, LD>(x, w, b, y, mean, rstd, rows, cols, eps);

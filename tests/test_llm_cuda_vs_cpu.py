@@ -66,6 +66,35 @@ def both(fn, *tensors):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 9001, 12289])
+def test_norm_forwards_on_shifted_rows(dtype, cols):
+    """The norm forwards' rows off the 16-byte path, held in one block, take the packs between their 16-byte boundaries,
+    their head and tail elements one by one, and w's (and b's) packs at the rows' shift (kk::RowShift,
+    kk::load_shifted): every row starts elsewhere in its 16-byte unit, and rows narrower than a pack get a thread for
+    each element. They agree with the CPU and are bitwise the same across runs (the residual sum of add_rms_norm
+    included); rows too long for one block take the scalar path."""
+    rows = 37
+    x, r = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype)
+    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
+    assert _runtime.row_path(cols, dtype, (x, w, b, r)) == SHIFTED
+    held = dtype != torch.float64 or cols <= 1001  # float64's 4 packs of 2: wider rows stream a tail
+    for name in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd"):
+        shape = norms._forward_shape(name, dtype, cols, 0, SHIFTED)
+        assert shape.kernel.name.endswith(("0, true>", "kLnFwdLd, true>")) == held, shape.kernel.name
+    calls = {
+        "rms_norm": (lambda *a: norms._rms_norm(*a, 1e-6), (x, w)),
+        "add_rms_norm": (lambda *a: norms._add_rms_norm(*a, 1e-6), (x, r, w)),
+        "layer_norm": (lambda *a: norms._layer_norm(*a, 1e-5), (x, w, b)),
+    }
+    for name, (fn, args) in calls.items():
+        out, outc = both(fn, *args)
+        for o, oc in zip(out, outc):
+            agree(o, oc, o.dtype, 2)
+        again = fn(*args)
+        assert all(torch.equal(a, o) for a, o in zip(again, out)), name
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", WIDTHS)
 @pytest.mark.parametrize("offset", [0, 1])
 def test_norms(dtype, cols, offset):
@@ -137,7 +166,7 @@ WIDE_CASES = (
 def test_wide_norm_rows_match_the_general_kernel(name, dtype, cols):
     """Rows that _WIDE_FIT lists take the lean <kernel>_wide, which computes what the general kernel does at the same
     fit in the same order: the same bits, for rows near and far from zero mean."""
-    shape = norms._forward_shape(name, dtype, cols, torch.cuda.current_device(), True)
+    shape = norms._forward_shape(name, dtype, cols, torch.cuda.current_device(), VECTOR)
     assert shape.kernel.name.startswith(f"{name}_wide<")
     rows = 300
     x = rand(rows, cols, dtype) + torch.linspace(-50, 50, rows, device="cuda")[:, None].to(dtype)
@@ -264,10 +293,10 @@ def test_split_forward_on_a_fixed_geometry_fails_another_launch(launch_in_subpro
 def test_split_forward_takes_its_fixed_geometry(name, dtype, cols, kernel):
     """Rows split over a cluster of 512-thread CTAs launch the kernel compiled for their cluster's CTAs (_SPLIT_FIXED)
     at each split fit; float64 keeps the general kernel."""
-    shape = norms._forward_shape(name, dtype, cols, 0, True)
+    shape = norms._forward_shape(name, dtype, cols, 0, VECTOR)
     assert shape.kernel.name == f"{name}<{kernel}>"
     assert (shape.block, shape.ctas) == ((512, 1), int(kernel.rsplit(", ", 1)[1]))
-    general = norms._forward_shape("kk_rms_norm_fwd", torch.float64, 16392, 0, True)
+    general = norms._forward_shape("kk_rms_norm_fwd", torch.float64, 16392, 0, VECTOR)
     assert general.kernel.name == "kk_rms_norm_fwd<double, false, 4, 2, true>"
 
 
@@ -745,7 +774,7 @@ def test_widest_rows_split_over_16_ctas(name, dtype, cols, want, ctas, smem):
     elif name.endswith("_bwd"):
         shape = norms._backward_shape(name, dtype, cols, 0, True, False)[0]
     else:
-        shape = norms._forward_shape(name, dtype, cols, 0, True)
+        shape = norms._forward_shape(name, dtype, cols, 0, VECTOR)
     assert (shape.kernel.name, shape.ctas, shape.block, shape.smem) == (want, ctas, (512, 1), smem)
 
 

@@ -20,6 +20,8 @@ from kernelkit.ops._runtime import (
     CTYPE,
     FLOATS,
     PORTABLE_CTAS,
+    SCALAR,
+    SHIFTED,
     VEC,
     VECTOR,
     RowShape,
@@ -92,6 +94,10 @@ _WIDE_FIT = {
 # h100-2026-11-27-s41/ab-h100-ln-keep-vs-s40.log): bf16 LayerNorm 185.0 -> 183.5 us at 32768 x 4096, 360.8 -> 358.6 at
 # 8192, 712.7 -> 708.0 at 16384, float16 0.6-0.7% faster; but 48.7 -> 51.3 us at 1024 and 93.0 -> 95.3 at 2048.
 _FWD_KEEP_LOW_GBPS = {("kk_layer_norm_fwd", t): 2048 for t in _B16}
+# Shifted rows (row_path SHIFTED; the kernels' SHIFT) in float32: (most columns, packs, minimum blocks per SM), the
+# first that holds the row. The fits above spill 16-96 bytes with a shifted row's extra element and w's two-unit loads
+# (kernels/check_compile.py); these do not. Not measured against other fits.
+_SHIFTED_F32_FITS = ((8192, 4, 2), (16384, 8, 1))
 # Rows split over a cluster (SPLIT): (packs, minimum blocks) where other than (_FWD_PACKS, 2) measured faster: half
 # the packs over 8 CTAs at 40 registers, for add_rms_norm (two inputs, two outputs). At 8192 x 65536 on an H200
 # (bench/sweep_split.py --forward-only, h200-2026-11-22-s13): bf16 1186.1 -> 1110.0 us, float32 2436.2 -> 2198.2.
@@ -226,12 +232,14 @@ def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[in
 
 
 @functools.cache
-def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool) -> RowShape:
-    """The launch of a forward kernel for rows of ``cols``: held whole in one block's registers (by its lean
-    ``_wide`` kernel where _WIDE_FIT lists it); beyond that (the 16-byte path, sm_90+) split over a cluster;
-    beyond a cluster, for 16-bit LayerNorm one block per row with its tail cached in shared memory (_TAIL_FIT); else
-    one block per row re-reading its tail from L2."""
-    for lo, hi, p, m in _WIDE_FIT.get((name, dtype), ()) if vec else ():
+def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str) -> RowShape:
+    """The launch of a forward kernel for rows of ``cols`` on ``path`` (row_path): held whole in one block's registers
+    (by its lean ``_wide`` kernel where _WIDE_FIT lists it; shifted rows by the kernel's SHIFT instantiation); beyond
+    that (the 16-byte path, sm_90+) split over a cluster; beyond a cluster, for 16-bit LayerNorm one block per row with
+    its tail cached in shared memory (_TAIL_FIT); else one block per row re-reading its tail from L2. Shifted rows
+    too long for one block take the scalar path."""
+    vec = path != SCALAR
+    for lo, hi, p, m in _WIDE_FIT.get((name, dtype), ()) if path == VECTOR else ():
         if lo < cols <= hi:
             k = kernel("norms", f"{name}_wide<{CTYPE[dtype]}, {p}, {m}>")
             return RowShape(k, (_row_block(p, dtype, cols, vec)[0], 1), 1, 1 << 62)
@@ -239,7 +247,14 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
     for lo, hi, p, m in _FWD_FIT.get((name, dtype), ()):
         if lo < cols <= hi:
             packs, minb = p, m
+    if path == SHIFTED and dtype == _F32:
+        packs, minb = next(((p, m) for most, p, m in _SHIFTED_F32_FITS if cols <= most), (packs, minb))
     r, y, tail = _row_block(packs, dtype, cols, vec)
+    if tail and path == SHIFTED:
+        return _forward_shape(name, dtype, cols, dev, SCALAR)
+    if path == SHIFTED and r < 2 * VEC[dtype]:  # a thread for each extra element (fewer than two packs' worth)
+        r = 2 * VEC[dtype]
+        y = max(1, 128 // r)
     if tail:
         # Rows too long for one block's registers: split over a cluster (without the tail code every
         # forward fits its default packs in 64 registers), else stream the tail.
@@ -261,8 +276,14 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
         # Rows longer than the register part re-read their tail: one wave keeps it in L2.
         return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev))
-    keep = cols > _FWD_KEEP_LOW_GBPS.get((name, dtype), 1 << 62) and low_dram_bandwidth(dev)
-    k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}" + (", false, 0, kk::kKeep>" if keep else ">"))
+    if path == SHIFTED:  # 16-bit LayerNorm's kk::kKeep spills 4-36 bytes on shifted rows: its default LD
+        ld = ", kk_norms::kLnFwdLd" if name == "kk_layer_norm_fwd" else ""
+        after = f", false, 0{ld}, true>"
+    elif cols > _FWD_KEEP_LOW_GBPS.get((name, dtype), 1 << 62) and low_dram_bandwidth(dev):
+        after = ", false, 0, kk::kKeep>"
+    else:
+        after = ">"
+    k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}{after}")
     return RowShape(k, (r, y), y, 1 << 62)  # one row group per block
 
 
@@ -271,8 +292,7 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
     rows = x.numel() // cols if cols else 0
     if rows == 0:
         return
-    vec = row_path(cols, x.dtype, args) == VECTOR
-    shape = _forward_shape(name, x.dtype, cols, x.get_device(), vec)
+    shape = _forward_shape(name, x.dtype, cols, x.get_device(), row_path(cols, x.dtype, args))
     shape.launch(shape.grid(rows), (*args, rows, cols, eps))
 
 
