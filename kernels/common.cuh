@@ -382,7 +382,9 @@ __device__ __forceinline__ bool congruent16(unsigned long long xored_addrs) { re
 // off a 16-byte boundary) is read as the packs between its first and last 16-byte boundaries, and the elements
 // outside them (the head before the first, the tail after the last: fewer than 2 * kVec<T>) one each by the row's
 // first threads. Tensors read together must be congruent16, so that a row's head is the same in each.
-// Offsets are in elements from the row's first element; `extra` < 32, so a warp's lanes cover it.
+// Offsets are in elements; `extra` < 32, so a warp's lanes cover it. Rows of fewer than kShiftMaxCols columns (Extra's
+// offset is 32-bit; the host's row_path and the cross-entropy kernels keep wider rows off this path).
+constexpr long long kShiftMaxCols = 1ll << 31;
 struct RowShift {
   long long first;  // the first pack's offset (= the head's length)
   long long nv;     // whole packs

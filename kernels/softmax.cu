@@ -738,7 +738,8 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
 }
 
 // The forward over every row: the 16-byte path where cols % VEC == 0 and logits are 16-byte aligned, else shifted rows
-// (kk::RowShift: one tensor is always congruent with itself). Without label smoothing the rows' sums of x are not
+// (kk::RowShift: one tensor is always congruent with itself; rows of kk::kShiftMaxCols or more one element at a time).
+// Without label smoothing the rows' sums of x are not
 // needed: one add per element and a third of each row's reduction fewer (H200: bf16 8192 x 65536 268.7 -> 263.9 us,
 // the other sizes within 0.8%; h200-2026-11-23-s18/ab-ce-no-sx2.json).
 template <typename T, int U>
@@ -747,14 +748,19 @@ __device__ __forceinline__ void ce_fwd(const T* logits, const long long* target,
                                        double ls, acc_t<T>* red) {
   constexpr int V = kk::kVec<T>;
   const bool vec = cols % V == 0 && kk::aligned16(kk::addr(logits));
+  const bool scalar = !vec && cols >= kk::kShiftMaxCols;
   if (ls != 0.0 && vec) {
     ce_fwd_run<T, V, U, true, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
-  } else if (ls != 0.0) {
+  } else if (ls != 0.0 && !scalar) {
     ce_fwd_run<T, V, U, true, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
+  } else if (ls != 0.0) {
+    ce_fwd_run<T, 1, U, true, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
   } else if (vec) {
     ce_fwd_run<T, V, U, false, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
-  } else {
+  } else if (!scalar) {
     ce_fwd_run<T, V, U, false, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
+  } else {
+    ce_fwd_run<T, 1, U, false, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
   }
 }
 
@@ -789,8 +795,9 @@ __device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int
                                            acc_t<T> ls_m, acc_t<T> sc, acc_t<T> smooth, acc_t<T> hit, bool ignored,
                                            kk::Extra e) {
   using A = acc_t<T>;
-  if (e.has) {
-    const A v = ignored ? A(0) : sc * (ex<T>((to_acc(kk::load_nc(xr + e.off)) - m) - ls_m) - (e.off == t ? hit : smooth));
+  if (e.has) {  // an ignored row's logits are not read
+    A v = A(0);
+    if (!ignored) v = sc * (ex<T>((to_acc(kk::load_nc(xr + e.off)) - m) - ls_m) - (e.off == t ? hit : smooth));
     gr[e.off] = kk::from_acc<T>(v);
   }
   if (ignored) {
@@ -899,7 +906,8 @@ __device__ __forceinline__ void split_rows(const T* x, long long rows, long long
   if (cols / W > RP * (long long)nt) __trap();
   int parity = 0;
 #pragma unroll 1
-  for (long long r = blockIdx.x; r < rows; r += gridDim.x) row(r, kk::row_at<W, SHIFT>(x, r, cols, ti), ti, nt, parity, cluster);
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x)
+    row(r, kk::row_at<W, SHIFT>(x, r, cols, ti), ti, nt, parity, cluster);
   cluster.finish();
 }
 
@@ -1225,7 +1233,7 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_bwd(const T* logits, const lo
                                    ignore_index, label_smoothing);
   // Shifted rows (kk::RowShift), but float64's and the 48-register instantiations' (8 and 28-32 bytes of spills,
   // kernels/check_compile.py), which keep the scalar path.
-  else if (kShift && kk::congruent16(kk::addr(logits) ^ kk::addr(grad)))
+  else if (kShift && cols < kk::kShiftMaxCols && kk::congruent16(kk::addr(logits) ^ kk::addr(grad)))
     kk_sm::ce_bwd_run<T, V, kShift>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
                                     ignore_index, label_smoothing);
   else
@@ -1333,7 +1341,7 @@ __device__ __forceinline__ void held_ce_row(const T* logits, const long long* ta
     waited = true;
   }
   T* gr = grad + o;
-  if (e.has) gr[e.off] = kk::from_acc<T>(ignored ? A(0) : sc * (ex<T>((xe - mr) - ls_m) - (e.off == tp ? A(1) : A(0))));
+  if (e.has) gr[e.off] = kk::from_acc<T>(ignored ? A(0) : sc * (ex<T>((xe - mr) - ls_m) - A(e.off == tp)));
   if (ignored) {
     A z[W];
 #pragma unroll

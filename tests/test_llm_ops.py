@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import kernelkit
 import kernelkit.ops as K
-from kernelkit.ops._runtime import LOW_DRAM_GBPS_PER_SM
+from kernelkit.ops._runtime import LOW_DRAM_GBPS_PER_SM, SCALAR, SHIFTED, VECTOR, row_path
 from kernelkit.testing import check_op
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -1319,3 +1319,17 @@ def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
         assert want in s.kernel.name and (s.block, s.per_block, s.cap) == (256, 8, 7), (cols, s)
     assert shape("kk_softmax_fwd", 1032).per_block == 1  # 129 packs: a block per row
     assert shape("kk_softmax_bwd", 256).per_block == 1  # no warp fit listed for it now
+
+
+def test_row_path_picks_each_kernel_path():
+    """row_path (ops/_runtime.py), the host's copy of the row kernels' own test: the 16-byte path for whole packs of
+    aligned rows, shifted rows where every pointer sits at the same place in its 16-byte unit (and the width is below
+    kk::kShiftMaxCols), else one element at a time. Arguments that are not tensors are skipped."""
+    buf = torch.empty(64, dtype=torch.bfloat16)  # CPU allocations are 64-byte aligned
+    a, b = buf[:16], buf[16:32]
+    assert buf.data_ptr() % 64 == 0
+    assert row_path(8, torch.bfloat16, (a, b)) == VECTOR
+    assert row_path(7, torch.bfloat16, (a, b, 3, None)) == SHIFTED
+    assert row_path(8, torch.bfloat16, (buf[1:], buf[9:])) == SHIFTED  # both 2 bytes into their units
+    assert row_path(8, torch.bfloat16, (buf[1:], a)) == SCALAR
+    assert row_path(2**31 + 1, torch.bfloat16, (a, b)) == SCALAR

@@ -373,4 +373,4 @@ def row_path(cols: int, dtype: torch.dtype, tensors: Sequence) -> str:
             diff |= p ^ first
     if bits % 16 == 0 and cols % VEC[dtype] == 0:
         return VECTOR
-    return SHIFTED if diff % 16 == 0 else SCALAR
+    return SHIFTED if diff % 16 == 0 and cols < 2**31 else SCALAR  # kk::kShiftMaxCols: 32-bit offsets

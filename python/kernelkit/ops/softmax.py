@@ -154,9 +154,8 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
         if packs * threads <= nv <= packs * 512 and nv > packs * 32:
             k = kernel("softmax", _expr(name, ct, f"{_template_args(name, packs, minb)}, 512, true", shifted))
             threads = cdiv(cdiv(nv, packs), 32) * 32
-            cap = (
-                _HELD_WARPS_LOW_GBPS.get((name, dtype.itemsize)) if path == VECTOR and low_dram_bandwidth(dev) else None
-            )
+            low = path == VECTOR and low_dram_bandwidth(dev)  # the cap was measured on the 16-byte path
+            cap = _HELD_WARPS_LOW_GBPS.get((name, dtype.itemsize)) if low else None
             return RowShape(k, threads, 1, 1 << 62, smem=_warps_cap_smem(k, threads, dev, cap))
     fits = _SPLIT_FITS.get((name, dtype.itemsize), ()) if vec > 1 else ()
     for packs, minb in fits if fits and nv > fits[0][0] * 512 else ():
