@@ -74,7 +74,8 @@ for s in $steps; do
         llm-softmax) names="softmax softmax_backward cross_entropy cross_entropy_backward cross_entropy_fwd_bwd cross_entropy_items_fwd_bwd" ;;
         llm-act) names="swiglu swiglu_backward rope rope_backward" ;;
         llm-odd)
-          names="softmax softmax_backward cross_entropy cross_entropy_fwd_bwd rms_norm rms_norm_backward layer_norm"
+          names="softmax softmax_backward cross_entropy cross_entropy_backward cross_entropy_fwd_bwd rms_norm rms_norm_backward
+            add_rms_norm add_rms_norm_backward layer_norm layer_norm_backward"
           sizes=(--sizes 32768x4097,8192x50257) ;;
       esac
       # shellcheck disable=SC2086
