@@ -85,7 +85,7 @@ def softmax_shape(name, rp, maxt, minb, held=False):
     <= maxt) one row each (a one-pass grid), the rest of the row in shared memory (held: none, the row
     fits the registers)."""
 
-    def shape(_name, dtype, cols, dev, _vector=True):
+    def shape(_name, dtype, cols, dev, _path=None):
         vec = VEC[dtype] if cols % VEC[dtype] == 0 else 1
         nv = cols // vec
         pack_bytes = 16 if vec > 1 else dtype.itemsize

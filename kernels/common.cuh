@@ -444,6 +444,11 @@ __device__ __forceinline__ double fma_acc(double a, double b, double c) { return
 // ---- scalar loads/stores ----
 template <typename T> __device__ __forceinline__ T load_nc(const T* p) { return __ldg(p); }  // read-only path
 template <typename T> __device__ __forceinline__ T load_plain(const T* p) { return *p; }     // data also written by the kernel
+// This thread's extra element of a shifted row (Extra), `first` being the row's first pack, in A; `absent` where it
+// has none.
+template <typename T> __device__ __forceinline__ acc_t<T> extra_value(const T* first, Extra e, acc_t<T> absent) {
+  return e.has ? to_acc(load_nc(first + e.off)) : absent;
+}
 
 // ---- W-element packs (W*sizeof(T) == 16 -> one 128-bit access, W == 1 -> scalar) ----
 template <typename T, int W> struct alignas(sizeof(T) * W) Vec { T v[W]; };

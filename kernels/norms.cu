@@ -431,7 +431,7 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
       if constexpr (sizeof(T) == 2) h[k] = kk::load_vec_if<W, kRowLd>(x + off + p * W, act && p < nvr);
       else h[k] = (act && p < nvr) ? load_vec<W, kRowLd>(x + off + p * W) : kk::zero_vec<T, W>();
     }
-    const A xe = SHIFT && at.e.has ? to_acc(kk::load_nc(x + off + at.e.off)) : A(0);  // the extra element
+    const A xe = kk::extra_value(x + off, at.e, A(0));  // the extra element (SHIFT)
     // s[0]: sum of x; s[1]: sum of x^2 (ONEPASS); then s[0]: sum of (x - mu)^2 where the second pass runs.
     A s[2] = {xe, ONEPASS ? xe * xe : A(0)};
 #pragma unroll

@@ -288,7 +288,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
     const long long p = ti + (long long)k * nt;
     if (p < nv) v[k] = load_vec<W, kSoftmaxLd<T>>(xr + p * W);
   }
-  const A xe = e.has ? to_acc(kk::load_nc(xr + e.off)) : ninf<A>();
+  const A xe = kk::extra_value(xr, e, ninf<A>());
   A m = xe, s = A(0);
 #pragma unroll
   for (int k = 0; k < RP; ++k)
@@ -393,7 +393,7 @@ __device__ __forceinline__ void held_two_row(const T* xr, T* yr, int nv, int ti,
 #pragma unroll
   for (int k = 0; k < RP; ++k)
     if (ti + k * nt < nv) v[k] = load_vec<W, kSoftmaxLd<T>>(xr + (ti + k * nt) * W);
-  const A xe = e.has ? to_acc(kk::load_nc(xr + e.off)) : ninf<A>();
+  const A xe = kk::extra_value(xr, e, ninf<A>());
   A m = xe;
 #pragma unroll
   for (int k = 0; k < RP; ++k)
@@ -499,7 +499,7 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
       vy[k] = load_vec<W, kSoftmaxLd<T>>(yr + p * W);
     }
   }
-  const A ge = e.has ? to_acc(kk::load_nc(gr + e.off)) : A(0), ye = e.has ? to_acc(kk::load_nc(yr + e.off)) : A(0);
+  const A ge = kk::extra_value(gr, e, A(0)), ye = kk::extra_value(yr, e, A(0));
   A d = e.has ? ge * ye : A(0);
 #pragma unroll
   for (int k = 0; k < RP; ++k)
@@ -628,7 +628,7 @@ __device__ __forceinline__ void ce_fwd_row(const T* xr, long long head, long lon
   long long t = 0;
   A xt = A(0);
   if (ti == 0) t = target[row];
-  const A xe = e.has ? to_acc(kk::load_nc(xr + e.off)) : ninf<A>();
+  const A xe = kk::extra_value(xr, e, ninf<A>());
   A m = xe, s = e.has ? ex<T>(xe - safe_ref(xe)) : A(0), sx = e.has ? xe : A(0);
   long long q = ti;
 #pragma unroll 1
@@ -739,29 +739,27 @@ __device__ __forceinline__ void ce_fwd_run(const T* x, const long long* target, 
 
 // The forward over every row: the 16-byte path where cols % VEC == 0 and logits are 16-byte aligned, else shifted rows
 // (kk::RowShift: one tensor is always congruent with itself; rows of kk::kShiftMaxCols or more one element at a time).
-// Without label smoothing the rows' sums of x are not
-// needed: one add per element and a third of each row's reduction fewer (H200: bf16 8192 x 65536 268.7 -> 263.9 us,
-// the other sizes within 0.8%; h200-2026-11-23-s18/ab-ce-no-sx2.json).
+// Without label smoothing the rows' sums of x are not needed (SX = false): one add per element and a third of each
+// row's reduction fewer (H200: bf16 8192 x 65536 268.7 -> 263.9 us, the other sizes within 0.8%;
+// h200-2026-11-23-s18/ab-ce-no-sx2.json).
+template <typename T, int U, bool SX>
+__device__ __forceinline__ void ce_fwd_any(const T* logits, const long long* target, acc_t<T>* loss, acc_t<T>* stats,
+                                           acc_t<T>* partial, long long rows, long long cols, long long ignore_index,
+                                           double ls, acc_t<T>* red) {
+  constexpr int V = kk::kVec<T>;
+  if (cols % V == 0 && kk::aligned16(kk::addr(logits)))
+    ce_fwd_run<T, V, U, SX, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
+  else if (cols < kk::kShiftMaxCols)
+    ce_fwd_run<T, V, U, SX, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
+  else
+    ce_fwd_run<T, 1, U, SX, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
+}
 template <typename T, int U>
 __device__ __forceinline__ void ce_fwd(const T* logits, const long long* target, acc_t<T>* loss, acc_t<T>* stats,
                                        acc_t<T>* partial, long long rows, long long cols, long long ignore_index,
                                        double ls, acc_t<T>* red) {
-  constexpr int V = kk::kVec<T>;
-  const bool vec = cols % V == 0 && kk::aligned16(kk::addr(logits));
-  const bool scalar = !vec && cols >= kk::kShiftMaxCols;
-  if (ls != 0.0 && vec) {
-    ce_fwd_run<T, V, U, true, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
-  } else if (ls != 0.0 && !scalar) {
-    ce_fwd_run<T, V, U, true, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
-  } else if (ls != 0.0) {
-    ce_fwd_run<T, 1, U, true, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
-  } else if (vec) {
-    ce_fwd_run<T, V, U, false, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
-  } else if (!scalar) {
-    ce_fwd_run<T, V, U, false, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
-  } else {
-    ce_fwd_run<T, 1, U, false, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
-  }
+  if (ls != 0.0) ce_fwd_any<T, U, true>(logits, target, loss, stats, partial, rows, cols, ignore_index, ls, red);
+  else ce_fwd_any<T, U, false>(logits, target, loss, stats, partial, rows, cols, ignore_index, 0.0, red);
 }
 
 // ---------------------------------------------------------------- cross-entropy backward, one row
@@ -1310,7 +1308,7 @@ __device__ __forceinline__ void held_ce_row(const T* logits, const long long* ta
 #pragma unroll
   for (int k = 0; k < P; ++k)
     if (k < n) u[k] = load_vec<W, kCeHeldLd<T, SPLIT>>(xr + (k * (long long)nt + ti) * W);
-  const A xe = e.has ? to_acc(kk::load_nc(xr + e.off)) : ninf<A>();
+  const A xe = kk::extra_value(xr, e, ninf<A>());
   A m = xe, s = A(0);
   Red<A, 2> st;
   if (!SPLIT && nt >= kTwoReductionThreads) {

@@ -1168,7 +1168,7 @@ def test_layer_norm_forward_loads_by_dram_bandwidth(monkeypatch, gbps_per_sm):
         ("kk_rms_norm_fwd", torch.bfloat16, 16384): "kk_rms_norm_fwd<__nv_bfloat16, false, 4, 2>",
     }
     for (name, dtype, cols), expr in want.items():
-        shape = norms._forward_shape.__wrapped__(name, dtype, cols, 0, True)
+        shape = norms._forward_shape.__wrapped__(name, dtype, cols, 0, VECTOR)
         assert shape.kernel.name == expr, (name, dtype, cols, shape.kernel.name)
 
 
@@ -1248,6 +1248,13 @@ def test_cross_entropy_backward_rows_up_to_512_columns_take_48_registers(monkeyp
     assert k.name == "kk_cross_entropy_loss<__nv_bfloat16, float>"
 
 
+def _assert_launches(shape_of, want):
+    """shape_of(dtype, cols) launches each (dtype, cols) of ``want`` with its (kernel name, block)."""
+    for (dtype, cols), (name, block) in want.items():
+        s = shape_of(dtype, cols)
+        assert (s.kernel.name, s.block) == (name, block), (dtype, cols, s)
+
+
 @pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
 def test_softmax_held_rows_by_dram_bandwidth(monkeypatch, gbps_per_sm):
     """Softmax forward rows of 256-512 threads (4096-8192 columns) take fewer register packs per thread below
@@ -1265,9 +1272,9 @@ def test_softmax_held_rows_by_dram_bandwidth(monkeypatch, gbps_per_sm):
         (torch.float32, 4096): (f32 + "2, 4, 512, true>", 256) if h100 else (f32 + "2, 8, 512, true>", 128),
         (torch.float32, 8192): (f32 + "2, 4, 512, true>", 512) if h100 else (f32 + "2, 8, 512, true>", 256),
     }
-    for (dtype, cols), (name, block) in want.items():
-        s = softmax._softmax_shape.__wrapped__("kk_softmax_fwd", dtype, cols, 0, True)
-        assert (s.kernel.name, s.block) == (name, block), (dtype, cols, s)
+    _assert_launches(
+        lambda dtype, cols: softmax._softmax_shape.__wrapped__("kk_softmax_fwd", dtype, cols, 0, VECTOR), want
+    )
 
 
 @pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
@@ -1286,9 +1293,7 @@ def test_held_cross_entropy_rows_by_dram_bandwidth(monkeypatch, gbps_per_sm):
         (torch.bfloat16, 32768): (bf16 + "8, 2>", 512),
         (torch.float32, 4096): (f32 + "8, 2>", 128),
     }
-    for (dtype, cols), (name, block) in want.items():
-        s = softmax._held_ce_shape.__wrapped__(dtype, cols, 0)
-        assert (s.kernel.name, s.block) == (name, block), (dtype, cols, s)
+    _assert_launches(lambda dtype, cols: softmax._held_ce_shape.__wrapped__(dtype, cols, 0), want)
     assert softmax._held_ce_shape.__wrapped__(torch.bfloat16, 1024, 0) is None  # the kernels apart
 
 
@@ -1301,7 +1306,7 @@ def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
     monkeypatch.setattr(softmax, "row_cache_bytes", lambda *args: 0)
 
     def shape(name, cols, dtype=torch.bfloat16):
-        return softmax._softmax_shape.__wrapped__(name, dtype, cols, 0, True)
+        return softmax._softmax_shape.__wrapped__(name, dtype, cols, 0, VECTOR)
 
     # The shipped fits (bf16: 8 columns a pack, float32 4): rows of at most 64 packs on 32 registers, wider forward
     # rows on the kernel's default instantiation, wider backward rows a block each.
