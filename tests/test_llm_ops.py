@@ -1193,7 +1193,7 @@ def test_bulk_backward_fits_by_dram_bandwidth(monkeypatch, gbps_per_sm):
     norms._backward_shape.cache_clear()
     try:
         for (name, cols), fit in want.items():
-            shape, _ = norms._backward_shape(name, torch.bfloat16, cols, 0, True, False)
+            shape, _ = norms._backward_shape(name, torch.bfloat16, cols, 0, VECTOR, False)
             if fit is None:
                 assert "_bulk<" not in shape.kernel.name, (name, cols, shape.kernel.name)
             else:
@@ -1216,7 +1216,7 @@ def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters
     monkeypatch.setattr(_runtime, "sm_count", lambda dev: 132)
     norms._backward_shape.cache_clear()
     try:
-        shape, _ = norms._backward_shape("kk_layer_norm_bwd", torch.bfloat16, 4096, 0, True, False)
+        shape, _ = norms._backward_shape("kk_layer_norm_bwd", torch.bfloat16, 4096, 0, VECTOR, False)
     finally:
         norms._backward_shape.cache_clear()
     assert shape.pair == pair and shape.cap == (264 if pair == 1 else 2 * 131)

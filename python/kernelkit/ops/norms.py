@@ -8,6 +8,7 @@ implementations: Rust (kernelkit-ops).
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple, Optional, Tuple
 
 import torch
@@ -297,13 +298,22 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
 
 
 @functools.cache
-def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool, extra: bool):
-    """(the launch of a backward kernel, ``cap`` being chunks in one wave; its column-sum kernel). ``extra``:
-    the kernel adds a second incoming gradient (add_rms_norm's residual path; its own instantiation, EXTRA)."""
+def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str, extra: bool):
+    """(the launch of a backward kernel on ``path`` (row_path), ``cap`` being chunks in one wave; its column-sum
+    kernel). ``extra``: the kernel adds a second incoming gradient (add_rms_norm's residual path; its own
+    instantiation, EXTRA)."""
     column_sum = kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
     packs = _BWD_PACKS[dtype]
+    vec = path != SCALAR
     r, y, tail = _row_block(packs, dtype, cols, vec)
     extra_arg = f"{str(extra).lower()}, " if name == "kk_rms_norm_bwd" else ""
+    if path == SHIFTED and not _bwd_shifts(name, dtype, cols):
+        return _backward_shape(name, dtype, cols, dev, SCALAR, extra)
+    if path == SHIFTED:
+        r = max(r, 2 * VEC[dtype])  # a thread for each extra element (fewer than two packs' worth)
+        y = max(1, 128 // r)
+        k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}false, 0, true>")
+        return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev)), column_sum
 
     def expr(smem: int, minb: int, split: bool) -> Tuple[str, int]:
         """The kernel and its dynamic shared memory per thread."""
@@ -405,6 +415,12 @@ def _segmented_shape(name: str, dtype: torch.dtype, cols: int, dev: int, extra: 
     )
 
 
+def _bwd_shifts(name: str, dtype: torch.dtype, cols: int) -> bool:
+    """Whether a backward takes shifted rows (the kernels' SHIFT) for rows of ``cols`` off the 16-byte path: rows
+    one block holds, but float32 LayerNorm's, whose sums spill there (as on the 16-byte path without shared memory)."""
+    return not _row_block(_BWD_PACKS[dtype], dtype, cols, True)[2] and (name, dtype) != ("kk_layer_norm_bwd", _F32)
+
+
 def _launch_backward(
     name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple, extra: bool = False, **stats
 ) -> None:
@@ -419,12 +435,20 @@ def _launch_backward(
         for g in grads:
             g.zero_()
         return
-    vec = row_path(cols, x.dtype, (*head, gx)) == VECTOR
-    shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
-    chunks = min(cdiv(rows, shape.per_block), shape.cap)
-    rows_per_chunk = cdiv(rows, chunks)
-    grid = cdiv(cdiv(rows, rows_per_chunk), shape.pair) * shape.pair
-    chunks = grid // shape.pair  # partial rows: one per cluster of shape.pair blocks
+    path = row_path(cols, x.dtype, (*head, gx))
+    shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), path, extra)
+    if path == SHIFTED and _bwd_shifts(name, x.dtype, cols):
+        # Chunks of rows of one shift (kernels/norms.cu norm_bwd_run SHIFT): `period` classes of rows, each in chunks
+        # of rows_per_chunk; the kernel counts period * ceil(ceil(rows / period) / rows_per_chunk) of them.
+        period = VEC[x.dtype] // math.gcd(cols, VEC[x.dtype])
+        per_class = cdiv(rows, period)
+        rows_per_chunk = cdiv(per_class, min(cdiv(per_class, shape.per_block), max(1, shape.cap // period)))
+        grid = chunks = period * cdiv(per_class, rows_per_chunk)
+    else:
+        chunks = min(cdiv(rows, shape.per_block), shape.cap)
+        rows_per_chunk = cdiv(rows, chunks)
+        grid = cdiv(cdiv(rows, rows_per_chunk), shape.pair) * shape.pair
+        chunks = grid // shape.pair  # partial rows: one per cluster of shape.pair blocks
     # One buffer for every gradient's partials (LayerNorm's bias after its weight), one kk_column_sum for all of them
     # (32 columns per block, a grid row per gradient).
     partial = x.new_empty(len(grads), chunks, cols, dtype=acc_dtype(x.dtype))
