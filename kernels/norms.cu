@@ -834,8 +834,8 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       if constexpr (!kPrefetch) load_row(i, gv, xv, rs, mu);
       else load_row(i + Y, gn, xn, rsn, mun);
       const bool has_extra = SHIFT && act && ex.has;
-      const A ge = has_extra ? to_acc(kk::load_nc(gy + off + ex.off)) : A(0);  // the extra element's gy and x
-      const A xe = has_extra ? to_acc(kk::load_nc(x + off + ex.off)) : A(0);
+      const kk::Extra ea{has_extra, ex.off};  // the extra element, in a row of this chunk
+      const A ge = kk::extra_value(gy + off, ea, A(0)), xe = kk::extra_value(x + off, ea, A(0));
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
