@@ -1249,6 +1249,13 @@ template <bool TAIL, int NP, bool SPLIT> __device__ __forceinline__ void check_f
   kk::check_split<SPLIT>();
   if (!TAIL && cols > (long long)NP * W * kk::row_threads<SPLIT>()) __trap();
 }
+// Shifted rows (held in one block): at most cols / V whole packs, NP per thread, and a thread of the row for each extra
+// element (fewer than 2 * V; kk::RowShift), so that rows one element past a multiple of NP * V * R keep R threads.
+template <int NP, int V> __device__ __forceinline__ void check_fits_shifted(long long cols) {
+  kk::check_split<false>();
+  const long long r = kk::row_threads<false>();
+  if (cols >= (NP * r + 1) * V || r < 2 * V - 1) __trap();
+}
 
 // RMSNorm forward entry (ADD: fused residual add; res, hout nullptr otherwise): the 16-byte path when
 // cols % VEC == 0 and every T pointer is aligned, else scalar; SHIFT: shifted rows (x, res, y and hout congruent16,
@@ -1262,7 +1269,7 @@ __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T*
     const unsigned long long rows_apart = (kk::addr(x) ^ kk::addr(y)) |
                                           (ADD ? (kk::addr(x) ^ kk::addr(res)) | (kk::addr(x) ^ kk::addr(hout)) : 0ull);
     if (!kk::congruent16(rows_apart)) __trap();
-    check_fits<TAIL, NP, SPLIT>(cols, V);
+    check_fits_shifted<NP, V>(cols);
     kk_norms::rms_fwd_run<NP, V, ADD, TAIL, SPLIT, T, 0, true>(x, res, w, y, hout, rstd, rows, cols, eps);
   } else if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
@@ -1288,7 +1295,7 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
     const unsigned long long apart =
         (kk::addr(gy) ^ kk::addr(x)) | (kk::addr(gx) ^ kk::addr(x)) | (EXTRA ? kk::addr(g_extra) ^ kk::addr(x) : 0ull);
     if (!kk::congruent16(apart)) __trap();
-    check_fits<TAIL, NP, SPLIT>(cols, V);
+    check_fits_shifted<NP, V>(cols);
     kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, SPLIT, SMEM, MINB, T, true>(gy, x, w, mean, rstd, g_extra, gx, pw,
                                                                                pb, rows, cols, rpc);
   } else if (cols % V == 0 &&
@@ -1375,7 +1382,7 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   constexpr bool kOnePass = sizeof(T) == 2 || SPLIT || (TAIL && sizeof(T) == 4);
   if constexpr (SHIFT) {  // shifted rows (kk::RowShift): x and y congruent16, else it traps
     if (!kk::congruent16(kk::addr(x) ^ kk::addr(y))) __trap();
-    check_fits<TAIL, NP, SPLIT>(cols, V);
+    check_fits_shifted<NP, V>(cols);
     kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T, 0, LD, true>(x, w, b, y, mean, rstd, rows, cols, eps);
   } else if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);

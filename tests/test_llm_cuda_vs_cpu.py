@@ -66,7 +66,7 @@ def both(fn, *tensors):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 9001, 12289])
+@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 9001, 12289, 16391])
 def test_norm_forwards_on_shifted_rows(dtype, cols):
     """The norm forwards' rows off the 16-byte path, held in one block, take the packs between their 16-byte boundaries,
     their head and tail elements one by one, and w's (and b's) packs at the rows' shift (kk::RowShift,
@@ -77,7 +77,9 @@ def test_norm_forwards_on_shifted_rows(dtype, cols):
     x, r = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype)
     w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
     assert _runtime.row_path(cols, dtype, (x, w, b, r)) == SHIFTED
-    held = dtype != torch.float64 or cols <= 1001  # float64's 4 packs of 2: wider rows stream a tail
+    # a row's whole packs (at most cols // VEC) in 512 threads: float64's 4 packs of 2 up to 4096 columns, the others'
+    # 32 columns a thread up to 16384 (16391 has 7 extra elements)
+    held = cols <= (4097 if dtype == torch.float64 else 16391)
     for name in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd"):
         shape = norms._forward_shape(name, dtype, cols, 0, SHIFTED)
         assert shape.kernel.name.endswith(("0, true>", "kLnFwdLd, true>")) == held, shape.kernel.name
@@ -95,7 +97,7 @@ def test_norm_forwards_on_shifted_rows(dtype, cols):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 9001])
+@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 8199, 9001])
 @pytest.mark.parametrize("rows", [3, 37])
 def test_norm_backwards_on_shifted_rows(dtype, cols, rows):
     """The norm backwards' rows off the 16-byte path, held in one block (but float32 LayerNorm's), take shifted rows
@@ -107,7 +109,10 @@ def test_norm_backwards_on_shifted_rows(dtype, cols, rows):
     for name in ("kk_rms_norm_bwd", "kk_layer_norm_bwd"):
         shape, _ = norms._backward_shape(name, dtype, cols, 0, SHIFTED, False)
         assert shape.kernel.name.endswith(", 0, true>") == norms._bwd_shifts(name, dtype, cols), shape.kernel.name
-    assert norms._bwd_shifts("kk_rms_norm_bwd", dtype, cols) == (dtype != torch.float64 or cols <= 1001)
+    # rows of more whole packs than 512 threads hold (2 packs of 8 16-bit columns each: 8192, and 7 extra elements;
+    # float32 4 of 4; float64 2 of 2) take the scalar path
+    most = {torch.float64: 2049, torch.float32: 8195}.get(dtype, 8199)
+    assert norms._bwd_shifts("kk_rms_norm_bwd", dtype, cols) == (cols <= most)
     _, rstd = norms._rms_norm(x, w, 1e-6)
     _, h, hrstd = norms._add_rms_norm(x, r, w, 1e-6)
     _, mean, lrstd = norms._layer_norm(x, w, b, 1e-5)
