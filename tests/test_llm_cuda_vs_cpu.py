@@ -78,8 +78,8 @@ def test_norm_forwards_on_shifted_rows(dtype, cols):
     w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
     assert _runtime.row_path(cols, dtype, (x, w, b, r)) == SHIFTED
     # a row's whole packs (at most cols // VEC) in 512 threads: float64's 4 packs of 2 up to 4096 columns, the others'
-    # 32 columns a thread up to 16384 (16391 has 7 extra elements)
-    held = cols <= (4097 if dtype == torch.float64 else 16391)
+    # 32 columns a thread up to 16384 (and 7 extra elements; float32 3)
+    held = cols <= {torch.float64: 4097, torch.float32: 16387}.get(dtype, 16391)
     for name in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd"):
         shape = norms._forward_shape(name, dtype, cols, 0, SHIFTED)
         assert shape.kernel.name.endswith(("0, true>", "kLnFwdLd, true>")) == held, shape.kernel.name
@@ -100,7 +100,7 @@ def test_norm_forwards_on_shifted_rows(dtype, cols):
 @pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 8199, 9001])
 @pytest.mark.parametrize("rows", [3, 37])
 def test_norm_backwards_on_shifted_rows(dtype, cols, rows):
-    """The norm backwards' rows off the 16-byte path, held in one block (but float32 LayerNorm's), take shifted rows
+    """The norm backwards' rows off the 16-byte path, held in one block, take shifted rows
     (kernels/norms.cu norm_bwd_run SHIFT): each chunk takes rows of one shift, so that a thread's weight-gradient sums
     keep their columns; with 3 rows most shift classes have none, and their chunks' partials are zeros. The input and
     weight (and bias) gradients agree with the CPU and are bitwise the same across runs."""
@@ -113,6 +113,8 @@ def test_norm_backwards_on_shifted_rows(dtype, cols, rows):
     # float32 4 of 4; float64 2 of 2) take the scalar path
     most = {torch.float64: 2049, torch.float32: 8195}.get(dtype, 8199)
     assert norms._bwd_shifts("kk_rms_norm_bwd", dtype, cols) == (cols <= most)
+    if dtype == torch.float32:  # LayerNorm's 2 packs of 4 (_BWD_SHIFTED_PACKS: its sums spill at 4)
+        assert norms._bwd_shifts("kk_layer_norm_bwd", dtype, cols) == (cols <= 4099)
     _, rstd = norms._rms_norm(x, w, 1e-6)
     _, h, hrstd = norms._add_rms_norm(x, r, w, 1e-6)
     _, mean, lrstd = norms._layer_norm(x, w, b, 1e-5)

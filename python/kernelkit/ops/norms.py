@@ -319,6 +319,8 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: st
     if path == SHIFTED and not _bwd_shifts(name, dtype, cols):
         return _backward_shape(name, dtype, cols, dev, SCALAR, extra)
     if path == SHIFTED:
+        packs = _bwd_shifted_packs(name, dtype)
+        r, y, _ = _row_block(packs, dtype, cols, vec, shifted=True)
         r = max(r, 2 * VEC[dtype])  # a thread for each extra element (fewer than two packs' worth)
         y = max(1, 128 // r)
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}false, 0, true>")
@@ -424,11 +426,20 @@ def _segmented_shape(name: str, dtype: torch.dtype, cols: int, dev: int, extra: 
     )
 
 
+# Backward packs per tensor on shifted rows where not _BWD_PACKS: float32 LayerNorm's sums spill 172 bytes at 4 packs
+# (kernels/check_compile.py; its 16-byte path keeps them in shared memory), none at 2 (115 registers), which hold rows
+# up to 4096 columns (and 3 extra elements) in 512 threads.
+_BWD_SHIFTED_PACKS = {("kk_layer_norm_bwd", _F32): 2}
+
+
+def _bwd_shifted_packs(name: str, dtype: torch.dtype) -> int:
+    return _BWD_SHIFTED_PACKS.get((name, dtype), _BWD_PACKS[dtype])
+
+
 def _bwd_shifts(name: str, dtype: torch.dtype, cols: int) -> bool:
     """Whether a backward takes shifted rows (the kernels' SHIFT) for rows of ``cols`` off the 16-byte path: rows
-    one block holds, but float32 LayerNorm's, whose sums spill there (as on the 16-byte path without shared memory)."""
-    tail = _row_block(_BWD_PACKS[dtype], dtype, cols, True, shifted=True)[2]
-    return not tail and (name, dtype) != ("kk_layer_norm_bwd", _F32)
+    one block holds at its shifted packs."""
+    return not _row_block(_bwd_shifted_packs(name, dtype), dtype, cols, True, shifted=True)[2]
 
 
 def _launch_backward(
