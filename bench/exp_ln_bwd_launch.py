@@ -73,7 +73,7 @@ def _launcher(name, settings, dtype, cols, dev):
     try:
         for k, v in settings.items():
             setattr(norms, k, v)
-        shape = norms._backward_shape(name, dtype, cols, dev, True, False)
+        shape = norms._backward_shape(name, dtype, cols, dev, _runtime.VECTOR, False)
     finally:
         for k, v in real.items():
             setattr(norms, k, v)

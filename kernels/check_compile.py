@@ -165,6 +165,10 @@ def instantiations():
         norms += [f"{k}<{t}, false, 4, 2, false, 0{ld}, true>" for t in TYPES]
         norms += [f"{k}<float, false, 8, 1, false, 0{ld}, true>"]
     norms += [f"kk_add_rms_norm_fwd<{t}, false, 2, 3, false, 0, true>" for t in ("__half", "__nv_bfloat16")]
+    # ... and backwards, as _backward_shape launches them (float32 LayerNorm at _BWD_SHIFTED_PACKS' 2 packs)
+    for t in TYPES:
+        norms += [f"kk_rms_norm_bwd<{t}, false, {np_bwd[t]}, 1, {e}, false, 0, true>" for e in ("false", "true")]
+        norms += [f"kk_layer_norm_bwd<{t}, false, {2 if t == 'float' else np_bwd[t]}, 1, false, 0, true>"]
     # backwards with _BWD_SPLIT_FIT's (SMEM, minimum blocks); double keeps (0, 1)
     ln = {"float": "1, true, 2", "double": "1, true, 0", "__half": "1, true, 0", "__nv_bfloat16": "1, true, 0"}
     rms = {"float": "1, false, true, 1", "double": "1, false, true, 0", "__half": "2, false, true, 2"}

@@ -691,7 +691,12 @@ __device__ __forceinline__ void rms_fwd_wide_run(const T* __restrict__ x, const 
 // row of pw/pb (read-modify-write by the owning thread, rows in order; row groups serialized by barriers).
 // SMEM (one row group per block, 16-byte path): 1 keeps the pw/pb sums of the register part in dynamic shared
 // memory (PackSlots) instead of registers, 2 the float weights too; fewer registers, more blocks per SM.
-template <int NP, int W, bool LN, bool TAIL, bool EXTRA, bool SPLIT, int SMEM, int MINB, typename T>
+// SHIFT (held rows, no SPLIT or SMEM): rows of any width on the 16-byte path (kk::RowShift). A thread's weight-gradient
+// sums hold the same columns over its chunk's rows only where those rows share their shift, so chunks take rows of one
+// shift: rows r and r' share it where (r - r') * cols is a multiple of W, every P-th row (P = W / gcd(cols, W)); chunk
+// c takes rows s + P * i of class s = c % P, for i in [(c / P) * rpc, (c / P + 1) * rpc), and there are
+// P * ceil(ceil(rows / P) / rpc) chunks (some may take no rows: their partials are zeros).
+template <int NP, int W, bool LN, bool TAIL, bool EXTRA, bool SPLIT, int SMEM, int MINB, typename T, bool SHIFT = false>
 __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* __restrict__ x,
                                              const T* __restrict__ w, const acc_t<T>* __restrict__ mean,
                                              const acc_t<T>* __restrict__ rstd, const T* __restrict__ gextra,
@@ -716,7 +721,12 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   constexpr bool kPrefetch =
       !TAIL && (SMEM ? MINB == 1 || kSmemRoomForNextRow : !(LN && SPLIT && sizeof(T) == 4));
   const A acols = A(cols);
-  const long long nchunks = kk::div_ll(rows + rpc - 1, rpc);
+  static_assert(!SHIFT || (!TAIL && !SPLIT && SMEM == 0), "shifted rows are held in registers, not split");
+  constexpr int kLogW = W == 8 ? 3 : W == 4 ? 2 : W == 2 ? 1 : 0;
+  const int tz = __ffsll(cols) - 1;                   // cols > 0
+  const int lp = SHIFT && tz < kLogW ? kLogW - tz : 0;  // log2(P)
+  const long long nchunks = SHIFT ? kk::div_ll((((rows - 1) >> lp) + 1) + rpc - 1, rpc) << lp
+                                  : kk::div_ll(rows + rpc - 1, rpc);
   // Shared-memory slot arrays (SMEM): the weights (SMEM 2), then the pw sums, then the pb sums (LN), then the extra
   // gradient (kAsyncExtra).
   extern __shared__ uint4 kk_norms_dyn[];
@@ -737,11 +747,13 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   // This thread's weights, the same for every row, converted to A once (16-bit types: the conversions
   // were a large part of the instructions of an issue-bound loop).
   A wf[NP][W];
+  if constexpr (!SHIFT) {
 #pragma unroll
-  for (int k = 0; k < NP; ++k) {
-    const long long p = k * R + tx;
-    kk::vec_to_acc(kk::load_vec_if<W, kBwdLd<T>>(w + p * W, p < cv), wf[k]);
-    if constexpr (SMEM >= 2) slots.store(kSw, k, wf[k]);
+    for (int k = 0; k < NP; ++k) {
+      const long long p = k * R + tx;
+      kk::vec_to_acc(kk::load_vec_if<W, kBwdLd<T>>(w + p * W, p < cv), wf[k]);
+      if constexpr (SMEM >= 2) slots.store(kSw, k, wf[k]);
+    }
   }
   auto weights = [&](int k, A(&o)[W]) {
     if constexpr (SMEM >= 2) slots.load(kSw, k, o);
@@ -751,8 +763,27 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
     }
   };
   for (long long chunk = blockIdx.x; chunk < nchunks; chunk += gridDim.x) {
-    const long long r0 = chunk * rpc;
-    const long long r1 = kk::min_ll(rows, r0 + rpc);
+    // The chunk's rows: cls + (i << lp) for i in [r0, r1) (without SHIFT, rows r0 to r1).
+    const long long cls = SHIFT ? chunk & ((1ll << lp) - 1) : 0;
+    const long long r0 = (chunk >> lp) * rpc;
+    const long long r1 = kk::min_ll(SHIFT ? (rows > cls ? ((rows - cls - 1) >> lp) + 1 : 0) : rows, r0 + rpc);
+    // SHIFT: the rows' shift, this thread's extra element and its weight, and its weight packs at the rows' shift.
+    kk::RowShift sh{0, cv, 0};
+    kk::Extra ex{};
+    A we = A(0);
+    if constexpr (SHIFT) {
+      sh = kk::row_shift(x + cls * cols, cols);
+      ex = kk::Extra{tx < sh.extra, (int)sh.extra_offset<W>(tx)};
+      const T* const wr = w + sh.first;
+      const unsigned wsb = unsigned(kk::addr(wr) & 15u);
+      if (ex.has) we = to_acc(wr[ex.off]);
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        const long long p = k * R + tx;
+        kk::vec_to_acc(p < sh.nv ? kk::load_shifted<kBwdLd<T>>(wr + p * W, wsb) : kk::zero_vec<T, W>(), wf[k]);
+      }
+    }
+    const long long nvr = sh.nv;  // the rows' packs (cv without SHIFT)
     A aw[NP][W], ab[NB][W];
 #pragma unroll
     for (int k = 0; k < NP; ++k)
@@ -769,21 +800,23 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
         if constexpr (LN) slots.store(kSab, k, ab[k]);
       }
     }
-    A* const pwr = pw + chunk * cols;
-    A* const pbr = LN ? pb + chunk * cols : nullptr;
-    // Row data of one row group: gy and x packs, rstd, mean (zeros past the chunk's end).
-    auto load_row = [&](long long row, Vec<T, W>(&gv)[NP], Vec<T, W>(&xv)[NP], A& rs, A& mu) {
-      const bool act = row < r1;
-      const long long off = act ? row * cols : 0;
+    A* const pwr = pw + chunk * cols + sh.first;  // the columns of the rows' first pack
+    A* const pbr = LN ? pb + chunk * cols + sh.first : nullptr;
+    // Row data of one row group (i: as r0 and r1): gy and x packs, rstd, mean (zeros past the chunk's end).
+    auto load_row = [&](long long i, Vec<T, W>(&gv)[NP], Vec<T, W>(&xv)[NP], A& rs, A& mu) {
+      const bool act = i < r1;
+      const long long row = cls + (i << lp);
+      const long long off = act ? row * cols + sh.first : 0;
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
-        gv[k] = kk::load_vec_if<W, kBwdLd<T>>(gy + off + p * W, act && p < cv);
-        xv[k] = kk::load_vec_if<W, kBwdLd<T>>(x + off + p * W, act && p < cv);
+        gv[k] = kk::load_vec_if<W, kBwdLd<T>>(gy + off + p * W, act && p < nvr);
+        xv[k] = kk::load_vec_if<W, kBwdLd<T>>(x + off + p * W, act && p < nvr);
       }
       rs = act ? rstd[row] : A(0);
       mu = (LN && act) ? mean[row] : A(0);
     };
+    A awe = A(0), abe = A(0);  // SHIFT: the extra element's weight (and bias) gradient sums
     Vec<T, W> gv[NP], xv[NP];
     A rs, mu;
     // Rows held whole (kPrefetch): the next row is loaded before this row's reductions and barriers, so
@@ -791,22 +824,26 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
     // row, and without this ran at 53-65% of copy).
     if constexpr (kPrefetch) load_row(r0 + yi, gv, xv, rs, mu);
     for (long long rb = r0; rb < r1; rb += Y) {
-      const long long row = rb + yi;
-      const bool act = row < r1;
-      const long long off = act ? row * cols : 0;
+      const long long i = rb + yi;
+      const bool act = i < r1;
+      const long long row = cls + (i << lp);
+      const long long off = act ? row * cols + sh.first : 0;
       Vec<T, W> gn[NP], xn[NP];
       A rsn, mun;
       Vec<T, W> ev[NP];
-      if constexpr (!kPrefetch) load_row(row, gv, xv, rs, mu);
-      else load_row(row + Y, gn, xn, rsn, mun);
+      if constexpr (!kPrefetch) load_row(i, gv, xv, rs, mu);
+      else load_row(i + Y, gn, xn, rsn, mun);
+      const bool has_extra = SHIFT && act && ex.has;
+      const kk::Extra ea{has_extra, ex.off};  // the extra element, in a row of this chunk
+      const A ge = kk::extra_value(gy + off, ea, A(0)), xe = kk::extra_value(x + off, ea, A(0));
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
         if constexpr (kEarlyExtra)
-          ev[k] = kk::load_vec_if<W, kBwdLd<T>>(gextra + off + p * W, act && p < cv);
+          ev[k] = kk::load_vec_if<W, kBwdLd<T>>(gextra + off + p * W, act && p < nvr);
         // Its slot was last read by this thread's previous row, whose stores used the value before this issues.
         if constexpr (kAsyncExtra)
-          if (act && p < cv) kk::async_copy16(slots.at(kSe, k, 0), gextra + off + p * W);
+          if (act && p < nvr) kk::async_copy16(slots.at(kSe, k, 0), gextra + off + p * W);
       }
       // The first pass sums g * (x - mu) and scales it by rs once after the row sum where that measured faster:
       // 16-bit types and add_rms_norm 1-3%; float32 rms_norm and LayerNorm 1.5-2% slower (bench/ab_source.py,
@@ -815,7 +852,12 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       auto centered = [&](A v) { return kScaleOnce ? (LN ? v - mu : v) : (v - mu) * rs; };
       A s[NS];
 #pragma unroll
-      for (int i = 0; i < NS; ++i) s[i] = A(0);
+      for (int q = 0; q < NS; ++q) s[q] = A(0);
+      if (has_extra) {
+        const A g = ge * we;
+        if constexpr (LN) s[0] = g;
+        s[NS - 1] = g * centered(xe);
+      }
       // zero packs contribute 0: g = 0
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
@@ -845,10 +887,17 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       const A c1 = LN ? s[0] / acols : A(0);
       const A c2 = (kScaleOnce ? rs * s[NS - 1] : s[NS - 1]) / acols;
       if constexpr (kAsyncExtra) kk::async_copy_wait_all();
+      if (has_extra) {
+        const A g = ge * we, xh = (xe - mu) * rs;
+        const A e = EXTRA ? to_acc(kk::load_nc(gextra + off + ex.off)) : A(0);
+        gx[off + ex.off] = kk::from_acc<T>(kk::fma_acc(rs, g - c1 - xh * c2, e));
+        awe = kk::fma_acc(ge, xh, awe);
+        if constexpr (LN) abe += ge;
+      }
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
-        if (act && p < cv) {
+        if (act && p < nvr) {
           A e[W], o[W];
           if constexpr (kEarlyExtra) kk::vec_to_acc(ev[k], e);
           else if constexpr (kAsyncExtra) slots.load(kSe, k, e);
@@ -941,8 +990,22 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
               for (int q = 1; q < Y; ++q) v += comb[q * R + tx];
             __syncthreads();
           }
-          if (yi == 0 && p < cv) (t == 0 ? pwr : pbr)[p * W + j] = v;
+          if (yi == 0 && p < nvr) (t == 0 ? pwr : pbr)[p * W + j] = v;
         }
+      }
+    }
+    if constexpr (SHIFT) {  // the extra element's sums, combined as the packs' (every thread takes the barriers)
+#pragma unroll
+      for (int t = 0; t < (LN ? 2 : 1); ++t) {
+        A v = t == 0 ? awe : abe;
+        if (Y > 1) {
+          comb[yi * R + tx] = v;
+          __syncthreads();
+          if (yi == 0)
+            for (int q = 1; q < Y; ++q) v += comb[q * R + tx];
+          __syncthreads();
+        }
+        if (yi == 0 && ex.has) (t == 0 ? pwr : pbr)[ex.off] = v;
       }
     }
   }
@@ -1186,6 +1249,13 @@ template <bool TAIL, int NP, bool SPLIT> __device__ __forceinline__ void check_f
   kk::check_split<SPLIT>();
   if (!TAIL && cols > (long long)NP * W * kk::row_threads<SPLIT>()) __trap();
 }
+// Shifted rows (held in one block): at most cols / V whole packs, NP per thread, and a thread of the row for each extra
+// element (fewer than 2 * V; kk::RowShift), so that rows one element past a multiple of NP * V * R keep R threads.
+template <int NP, int V> __device__ __forceinline__ void check_fits_shifted(long long cols) {
+  kk::check_split<false>();
+  const long long r = kk::row_threads<false>();
+  if (cols >= (NP * r + 1) * V || r < 2 * V - 1) __trap();
+}
 
 // RMSNorm forward entry (ADD: fused residual add; res, hout nullptr otherwise): the 16-byte path when
 // cols % VEC == 0 and every T pointer is aligned, else scalar; SHIFT: shifted rows (x, res, y and hout congruent16,
@@ -1199,7 +1269,7 @@ __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T*
     const unsigned long long rows_apart = (kk::addr(x) ^ kk::addr(y)) |
                                           (ADD ? (kk::addr(x) ^ kk::addr(res)) | (kk::addr(x) ^ kk::addr(hout)) : 0ull);
     if (!kk::congruent16(rows_apart)) __trap();
-    check_fits<TAIL, NP, SPLIT>(cols, V);
+    check_fits_shifted<NP, V>(cols);
     kk_norms::rms_fwd_run<NP, V, ADD, TAIL, SPLIT, T, 0, true>(x, res, w, y, hout, rstd, rows, cols, eps);
   } else if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
@@ -1213,14 +1283,22 @@ __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T*
   }
 }
 
-// Backward entry: the 16-byte path when cols % VEC == 0 and every T pointer is aligned, else scalar.
-template <int NP, bool LN, bool TAIL, bool EXTRA, bool SPLIT, int SMEM, int MINB, typename T>
+// Backward entry: the 16-byte path when cols % VEC == 0 and every T pointer is aligned, else scalar; SHIFT: shifted
+// rows (gy, x, gx and g_extra congruent16, else it traps; chunks as norm_bwd_run says).
+template <int NP, bool LN, bool TAIL, bool EXTRA, bool SPLIT, int SMEM, int MINB, typename T, bool SHIFT = false>
 __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, const kk::acc_t<T>* mean,
                                          const kk::acc_t<T>* rstd, const T* g_extra, T* gx, kk::acc_t<T>* pw,
                                          kk::acc_t<T>* pb, long long rows, long long cols, long long rpc) {
   if (kk::split_unsupported<SPLIT>()) return;
   constexpr int V = kk::kVec<T>;
-  if (cols % V == 0 &&
+  if constexpr (SHIFT) {
+    const unsigned long long apart =
+        (kk::addr(gy) ^ kk::addr(x)) | (kk::addr(gx) ^ kk::addr(x)) | (EXTRA ? kk::addr(g_extra) ^ kk::addr(x) : 0ull);
+    if (!kk::congruent16(apart)) __trap();
+    check_fits_shifted<NP, V>(cols);
+    kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, SPLIT, SMEM, MINB, T, true>(gy, x, w, mean, rstd, g_extra, gx, pw,
+                                                                               pb, rows, cols, rpc);
+  } else if (cols % V == 0 &&
       kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(g_extra) | kk::addr(gx))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
     kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, SPLIT, SMEM, MINB, T>(gy, x, w, mean, rstd, g_extra, gx, pw, pb,
@@ -1304,7 +1382,7 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   constexpr bool kOnePass = sizeof(T) == 2 || SPLIT || (TAIL && sizeof(T) == 4);
   if constexpr (SHIFT) {  // shifted rows (kk::RowShift): x and y congruent16, else it traps
     if (!kk::congruent16(kk::addr(x) ^ kk::addr(y))) __trap();
-    check_fits<TAIL, NP, SPLIT>(cols, V);
+    check_fits_shifted<NP, V>(cols);
     kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T, 0, LD, true>(x, w, b, y, mean, rstd, rows, cols, eps);
   } else if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
@@ -1379,7 +1457,7 @@ kk_rms_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, T* __rest
 //   With MINB = 1 these load the next row ahead; at two blocks per SM only 16-bit RMSNorm rows with SMEM = 2 have
 //   the registers for it (norm_bwd_run kPrefetch).
 template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool EXTRA = false,
-          bool SPLIT = false, int SMEM = 0>
+          bool SPLIT = false, int SMEM = 0, bool SHIFT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                 const typename kk::Acc<T>::type* __restrict__ rstd, const T* __restrict__ g_extra,
@@ -1388,8 +1466,8 @@ kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __re
   kk::pdl_trigger();  // kk_column_sum, launched dependent, may be scheduled now; it waits for this grid
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
   if (EXTRA != (g_extra != nullptr)) __trap();
-  norm_bwd<NP, false, TAIL, EXTRA, SPLIT, SMEM, MINB>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr, rows,
-                                                      cols, rows_per_chunk);
+  norm_bwd<NP, false, TAIL, EXTRA, SPLIT, SMEM, MINB, T, SHIFT>(gy, x, w, nullptr, rstd, g_extra, gx, partial, nullptr,
+                                                                rows, cols, rows_per_chunk);
 }
 
 // LayerNorm backward: xhat = (x - mean)*rstd, g = gy*w:
@@ -1397,7 +1475,8 @@ kk_rms_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __re
 //   partial_w[chunk*cols + c] = chunk sum of gy*xhat, partial_b[...] = chunk sum of gy (A). With partial_b =
 //   partial_w + nchunks*cols, one kk_column_sum(partial_w, dw, db, nchunks, cols) on a grid of two rows sums both.
 // Launch: exactly as kk_rms_norm_bwd.
-template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool SPLIT = false, int SMEM = 0>
+template <typename T, bool TAIL = true, int NP = kk_norms::kNpBwd<T>, int MINB = 1, bool SPLIT = false, int SMEM = 0,
+          bool SHIFT = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                   const typename kk::Acc<T>::type* __restrict__ mean,
@@ -1406,8 +1485,8 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
                   long long rows, long long cols, long long rows_per_chunk) {
   kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0 || rows_per_chunk <= 0) return;
-  norm_bwd<NP, true, TAIL, false, SPLIT, SMEM, MINB>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w, partial_b,
-                                                     rows, cols, rows_per_chunk);
+  norm_bwd<NP, true, TAIL, false, SPLIT, SMEM, MINB, T, SHIFT>(gy, x, w, mean, rstd, (const T*)nullptr, gx, partial_w,
+                                                               partial_b, rows, cols, rows_per_chunk);
 }
 
 // LayerNorm backward of 16-bit rows that one block of at most NT threads holds (2 packs per thread and tensor), or

@@ -66,7 +66,7 @@ def both(fn, *tensors):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 9001, 12289])
+@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 9001, 12289, 16391])
 def test_norm_forwards_on_shifted_rows(dtype, cols):
     """The norm forwards' rows off the 16-byte path, held in one block, take the packs between their 16-byte boundaries,
     their head and tail elements one by one, and w's (and b's) packs at the rows' shift (kk::RowShift,
@@ -77,7 +77,9 @@ def test_norm_forwards_on_shifted_rows(dtype, cols):
     x, r = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype)
     w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
     assert _runtime.row_path(cols, dtype, (x, w, b, r)) == SHIFTED
-    held = dtype != torch.float64 or cols <= 1001  # float64's 4 packs of 2: wider rows stream a tail
+    # a row's whole packs (at most cols // VEC) in 512 threads: float64's 4 packs of 2 up to 4096 columns, the others'
+    # 32 columns a thread up to 16384 (and 7 extra elements; float32 3)
+    held = cols <= {torch.float64: 4097, torch.float32: 16387}.get(dtype, 16391)
     for name in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd"):
         shape = norms._forward_shape(name, dtype, cols, 0, SHIFTED)
         assert shape.kernel.name.endswith(("0, true>", "kLnFwdLd, true>")) == held, shape.kernel.name
@@ -90,6 +92,42 @@ def test_norm_forwards_on_shifted_rows(dtype, cols):
         out, outc = both(fn, *args)
         for o, oc in zip(out, outc):
             agree(o, oc, o.dtype, 2)
+        again = fn(*args)
+        assert all(torch.equal(a, o) for a, o in zip(again, out)), name
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 8199, 9001])
+@pytest.mark.parametrize("rows", [3, 37])
+def test_norm_backwards_on_shifted_rows(dtype, cols, rows):
+    """The norm backwards' rows off the 16-byte path, held in one block, take shifted rows
+    (kernels/norms.cu norm_bwd_run SHIFT): each chunk takes rows of one shift, so that a thread's weight-gradient sums
+    keep their columns; with 3 rows most shift classes have none, and their chunks' partials are zeros. The input and
+    weight (and bias) gradients agree with the CPU and are bitwise the same across runs."""
+    x, r, g = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype), rand(rows, cols, dtype)
+    w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
+    for name in ("kk_rms_norm_bwd", "kk_layer_norm_bwd"):
+        shape, _ = norms._backward_shape(name, dtype, cols, 0, SHIFTED, False)
+        assert shape.kernel.name.endswith(", 0, true>") == norms._bwd_shifts(name, dtype, cols), shape.kernel.name
+    # rows of more whole packs than 512 threads hold (2 packs of 8 16-bit columns each: 8192, and 7 extra elements;
+    # float32 4 of 4; float64 2 of 2) take the scalar path
+    most = {torch.float64: 2049, torch.float32: 8195}.get(dtype, 8199)
+    assert norms._bwd_shifts("kk_rms_norm_bwd", dtype, cols) == (cols <= most)
+    if dtype == torch.float32:  # LayerNorm's 2 packs of 4 (_BWD_SHIFTED_PACKS: its sums spill at 4)
+        assert norms._bwd_shifts("kk_layer_norm_bwd", dtype, cols) == (cols <= 4099)
+    _, rstd = norms._rms_norm(x, w, 1e-6)
+    _, h, hrstd = norms._add_rms_norm(x, r, w, 1e-6)
+    _, mean, lrstd = norms._layer_norm(x, w, b, 1e-5)
+    calls = {
+        "rms_norm": (norms.rms_norm_backward, (g, x, w, rstd)),
+        "add_rms_norm": (norms.add_rms_norm_backward, (g, r, h, w, hrstd)),
+        "layer_norm": (norms.layer_norm_backward, (g, x, w, mean, lrstd)),
+    }
+    for name, (fn, args) in calls.items():
+        out, outc = both(fn, *args)
+        agree(out[0], outc[0], dtype, 8)
+        for o, oc in zip(out[1:], outc[1:]):
+            agree(o, oc, dtype, 4 * rows**0.5)
         again = fn(*args)
         assert all(torch.equal(a, o) for a, o in zip(again, out)), name
 
@@ -310,9 +348,9 @@ def test_split_softmax_and_layer_norm_backward_take_their_fixed_geometry(dtype):
         assert shape.kernel.name.endswith(f", 512, true, true, {shape.ctas}>"), shape.kernel.name
         assert shape.block == (512, 1)
     if dtype != torch.float32:
-        shape, _ = norms._backward_shape("kk_layer_norm_bwd", dtype, 65536, 0, True, False)
+        shape, _ = norms._backward_shape("kk_layer_norm_bwd", dtype, 65536, 0, VECTOR, False)
         assert shape.kernel.name == "kk_layer_norm_bwd_bulk<__nv_bfloat16, 512, 1, 5, true, 2, 8>"
-        shape, _ = norms._backward_shape("kk_rms_norm_bwd", dtype, 65536, 0, True, False)
+        shape, _ = norms._backward_shape("kk_rms_norm_bwd", dtype, 65536, 0, VECTOR, False)
         assert shape.kernel.name == "kk_rms_norm_bwd_bulk<__nv_bfloat16, 512, 1, 6, true, 1>"
 
 
@@ -377,7 +415,7 @@ def backward_agrees_with_cpu(name: str, dtype: torch.dtype, rows: int, cols: int
 def test_norm_backward_of_rows_too_wide_for_a_cluster(name, dtype, cols):
     """Rows beyond the split kernels' reach take the segmented backward (kk_norm_bwd_seg*): it agrees with the CPU
     and is bitwise repeatable, on more rows than one chunk holds; add_rms_norm's adds its residual gradient."""
-    shape, _ = norms._backward_shape(name, dtype, cols, 0, True, False)
+    shape, _ = norms._backward_shape(name, dtype, cols, 0, VECTOR, False)
     assert isinstance(shape, norms._Segmented), shape
     backward_agrees_with_cpu(name, dtype, 2 * shape.cap + 3, cols)  # more rows than chunks (shape.cap)
     if name == "kk_rms_norm_bwd":
@@ -417,14 +455,14 @@ def test_norm_backward_bulk_rows(dram_gbps_per_sm, name, dtype, cols):
     and are bitwise the same across runs; longer rows, add_rms_norm's and rows off the 16-byte path keep the register
     kernels."""
     wide_bulk = name == "kk_layer_norm_bwd" and dram_gbps_per_sm >= LOW_DRAM_GBPS_PER_SM
-    shape, _ = norms._backward_shape(name, dtype, cols, 0, True, False)
+    shape, _ = norms._backward_shape(name, dtype, cols, 0, VECTOR, False)
     if cols <= 4096 or wide_bulk:
         assert shape.kernel.name.startswith(f"{name}_bulk<"), shape.kernel.name
         assert shape.block[0] == 32 * -(-cols // 16 // 32) and shape.smem == 2 * norms._BWD_BULK_STAGES * cols * 2
     else:
         assert "bulk" not in shape.kernel.name
-    assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, False, False)[0].kernel.name
-    assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, True, True)[0].kernel.name
+    assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, SCALAR, False)[0].kernel.name
+    assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, VECTOR, True)[0].kernel.name
     backward_agrees_with_cpu(name, dtype, 700, cols)
 
 
@@ -434,7 +472,7 @@ def test_norm_backward_bulk_fit_by_dram_bandwidth(dram_gbps_per_sm, name):
     """At 4096 bf16 columns the 16-bit backwards take their bulk kernel at both bandwidths: below
     LOW_DRAM_GBPS_PER_SM (an H100) compiled for two blocks per SM and launched one per SM, from it (an H200) their
     _BWD_BULK_FIT."""
-    shape, _ = norms._backward_shape(name, torch.bfloat16, 4096, 0, True, False)
+    shape, _ = norms._backward_shape(name, torch.bfloat16, 4096, 0, VECTOR, False)
     fits = norms._BWD_BULK_FIT_LOW_GBPS if dram_gbps_per_sm < LOW_DRAM_GBPS_PER_SM else norms._BWD_BULK_FIT
     nt, minb, per_sm = fits[name][0]
     assert shape.kernel.name == f"{name}_bulk<__nv_bfloat16, {nt}, {minb}, 3, false, 1>"
@@ -517,11 +555,11 @@ def test_norm_backward_bulk_split_rows(name, dtype, cols):
     ceil(cols / 8192) CTAs of 512 threads, each CTA's slice of x and gy brought by bulk copies into its stages (the
     last CTA's slice partial where cols is not a multiple of 8192), LayerNorm's two rows per reduction. The gradients
     agree with the CPU and are bitwise the same across runs; add_rms_norm's split rows keep the register kernel."""
-    shape, _ = norms._backward_shape(name, dtype, cols, 0, True, False)
+    shape, _ = norms._backward_shape(name, dtype, cols, 0, VECTOR, False)
     assert shape.kernel.name.startswith(f"{name}_bulk<") and ", true, " in shape.kernel.name, shape.kernel.name
     assert shape.ctas == -(-cols // 8192) and shape.block == (512, 1)
     assert shape.smem == 2 * norms._BWD_BULK_SPLIT[name][0] * 2 * 16 * 512
-    assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, True, True)[0].kernel.name
+    assert "bulk" not in norms._backward_shape(name, dtype, cols, 0, VECTOR, True)[0].kernel.name
     backward_agrees_with_cpu(name, dtype, max(41, min(301, 2**23 // cols)), cols)  # odd: some reductions have one row
 
 
@@ -772,7 +810,7 @@ def test_widest_rows_split_over_16_ctas(name, dtype, cols, want, ctas, smem):
     if family == "softmax":
         shape = _softmax_shape(name, dtype, cols, 0, VECTOR)
     elif name.endswith("_bwd"):
-        shape = norms._backward_shape(name, dtype, cols, 0, True, False)[0]
+        shape = norms._backward_shape(name, dtype, cols, 0, VECTOR, False)[0]
     else:
         shape = norms._forward_shape(name, dtype, cols, 0, VECTOR)
     assert (shape.kernel.name, shape.ctas, shape.block, shape.smem) == (want, ctas, (512, 1), smem)

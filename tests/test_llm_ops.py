@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import kernelkit
 import kernelkit.ops as K
+from kernelkit.ops import norms
 from kernelkit.ops._runtime import LOW_DRAM_GBPS_PER_SM, SCALAR, SHIFTED, VECTOR, row_path
 from kernelkit.testing import check_op
 
@@ -1193,7 +1194,7 @@ def test_bulk_backward_fits_by_dram_bandwidth(monkeypatch, gbps_per_sm):
     norms._backward_shape.cache_clear()
     try:
         for (name, cols), fit in want.items():
-            shape, _ = norms._backward_shape(name, torch.bfloat16, cols, 0, True, False)
+            shape, _ = norms._backward_shape(name, torch.bfloat16, cols, 0, VECTOR, False)
             if fit is None:
                 assert "_bulk<" not in shape.kernel.name, (name, cols, shape.kernel.name)
             else:
@@ -1216,7 +1217,7 @@ def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters
     monkeypatch.setattr(_runtime, "sm_count", lambda dev: 132)
     norms._backward_shape.cache_clear()
     try:
-        shape, _ = norms._backward_shape("kk_layer_norm_bwd", torch.bfloat16, 4096, 0, True, False)
+        shape, _ = norms._backward_shape("kk_layer_norm_bwd", torch.bfloat16, 4096, 0, VECTOR, False)
     finally:
         norms._backward_shape.cache_clear()
     assert shape.pair == pair and shape.cap == (264 if pair == 1 else 2 * 131)
@@ -1324,6 +1325,18 @@ def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
         assert want in s.kernel.name and (s.block, s.per_block, s.cap) == (256, 8, 7), (cols, s)
     assert shape("kk_softmax_fwd", 1032).per_block == 1  # 129 packs: a block per row
     assert shape("kk_softmax_bwd", 256).per_block == 1  # no warp fit listed for it now
+
+
+def test_shifted_rows_take_the_threads_of_their_whole_packs():
+    """A shifted row holds at most cols // VEC whole packs, its extra elements going one to a thread (kk::RowShift):
+    4097 bf16 columns take the threads of 4096, not twice as many with half their packs empty, and a row is held in
+    one block up to 512 threads' packs plus its extra elements (kernels/norms.cu check_fits_shifted)."""
+    bf16 = torch.bfloat16
+    assert norms._row_block(4, bf16, 4097, True, True) == norms._row_block(4, bf16, 4096, True) == (128, 1, False)
+    assert norms._row_block(4, bf16, 4097, True) == (256, 1, False)  # counted as aligned: half the packs empty
+    assert norms._row_block(2, bf16, 8199, True, True) == (512, 1, False)
+    assert norms._row_block(2, bf16, 8200, True, True)[2]  # 1025 packs: beyond one block
+    assert norms._row_block(4, torch.float32, 7, True, True)[0] == 1  # one pack; the kernel then takes 2 * VEC threads
 
 
 def test_row_path_picks_each_kernel_path():

@@ -8,6 +8,7 @@ implementations: Rust (kernelkit-ops).
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple, Optional, Tuple
 
 import torch
@@ -224,11 +225,19 @@ def bwd_slot_bytes(name: str, dtype: torch.dtype, smem: int, packs: Optional[int
     return arrays * (packs or _BWD_PACKS[dtype]) * VEC[dtype] * 4
 
 
-def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool) -> Tuple[int, int, bool]:
-    """(R, Y, whether rows have a streamed tail)."""
+def _whole_packs(cols: int, dtype: torch.dtype) -> int:
+    """The columns a shifted row's whole packs can hold (kk::RowShift): at most cols // VEC packs."""
+    return cols - cols % VEC[dtype]
+
+
+def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool, shifted: bool = False) -> Tuple[int, int, bool]:
+    """(R, Y, whether rows have a streamed tail). ``shifted``: rows on the shifted path, whose packs are at most
+    cols // VEC whole ones (their extra elements go one to a thread): 4097 bf16 columns take the threads of 4096, not
+    twice as many with half their packs empty (rms_norm on an H200: 196.2 us against 128.6 at 4096)."""
     e = packs * VEC[dtype] if vec else packs
-    r = min(pow2ceil(cdiv(cols, e)), 512)
-    return r, max(1, 128 // r), cols > 512 * e
+    held = _whole_packs(cols, dtype) if shifted else cols
+    r = min(pow2ceil(cdiv(held, e)), 512)
+    return r, max(1, 128 // r), held > 512 * e
 
 
 @functools.cache
@@ -248,8 +257,9 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
         if lo < cols <= hi:
             packs, minb = p, m
     if path == SHIFTED and dtype == _F32:
-        packs, minb = next(((p, m) for most, p, m in _SHIFTED_F32_FITS if cols <= most), (packs, minb))
-    r, y, tail = _row_block(packs, dtype, cols, vec)
+        held = _whole_packs(cols, dtype)
+        packs, minb = next(((p, m) for most, p, m in _SHIFTED_F32_FITS if held <= most), (packs, minb))
+    r, y, tail = _row_block(packs, dtype, cols, vec, path == SHIFTED)
     if tail and path == SHIFTED:
         return _forward_shape(name, dtype, cols, dev, SCALAR)
     if path == SHIFTED and r < 2 * VEC[dtype]:  # a thread for each extra element (fewer than two packs' worth)
@@ -297,13 +307,24 @@ def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None
 
 
 @functools.cache
-def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, vec: bool, extra: bool):
-    """(the launch of a backward kernel, ``cap`` being chunks in one wave; its column-sum kernel). ``extra``:
-    the kernel adds a second incoming gradient (add_rms_norm's residual path; its own instantiation, EXTRA)."""
+def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str, extra: bool):
+    """(the launch of a backward kernel on ``path`` (row_path), ``cap`` being chunks in one wave; its column-sum
+    kernel). ``extra``: the kernel adds a second incoming gradient (add_rms_norm's residual path; its own
+    instantiation, EXTRA)."""
     column_sum = kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
     packs = _BWD_PACKS[dtype]
-    r, y, tail = _row_block(packs, dtype, cols, vec)
+    vec = path != SCALAR
+    r, y, tail = _row_block(packs, dtype, cols, vec, path == SHIFTED)
     extra_arg = f"{str(extra).lower()}, " if name == "kk_rms_norm_bwd" else ""
+    if path == SHIFTED and not _bwd_shifts(name, dtype, cols):
+        return _backward_shape(name, dtype, cols, dev, SCALAR, extra)
+    if path == SHIFTED:
+        packs = _bwd_shifted_packs(name, dtype)
+        r, y, _ = _row_block(packs, dtype, cols, vec, shifted=True)
+        r = max(r, 2 * VEC[dtype])  # a thread for each extra element (fewer than two packs' worth)
+        y = max(1, 128 // r)
+        k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}false, 0, true>")
+        return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev)), column_sum
 
     def expr(smem: int, minb: int, split: bool) -> Tuple[str, int]:
         """The kernel and its dynamic shared memory per thread."""
@@ -405,6 +426,22 @@ def _segmented_shape(name: str, dtype: torch.dtype, cols: int, dev: int, extra: 
     )
 
 
+# Backward packs per tensor on shifted rows where not _BWD_PACKS: float32 LayerNorm's sums spill 172 bytes at 4 packs
+# (kernels/check_compile.py; its 16-byte path keeps them in shared memory), none at 2 (115 registers), which hold rows
+# up to 4096 columns (and 3 extra elements) in 512 threads.
+_BWD_SHIFTED_PACKS = {("kk_layer_norm_bwd", _F32): 2}
+
+
+def _bwd_shifted_packs(name: str, dtype: torch.dtype) -> int:
+    return _BWD_SHIFTED_PACKS.get((name, dtype), _BWD_PACKS[dtype])
+
+
+def _bwd_shifts(name: str, dtype: torch.dtype, cols: int) -> bool:
+    """Whether a backward takes shifted rows (the kernels' SHIFT) for rows of ``cols`` off the 16-byte path: rows
+    one block holds at its shifted packs."""
+    return not _row_block(_bwd_shifted_packs(name, dtype), dtype, cols, True, shifted=True)[2]
+
+
 def _launch_backward(
     name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple, extra: bool = False, **stats
 ) -> None:
@@ -419,12 +456,20 @@ def _launch_backward(
         for g in grads:
             g.zero_()
         return
-    vec = row_path(cols, x.dtype, (*head, gx)) == VECTOR
-    shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), vec, extra)
-    chunks = min(cdiv(rows, shape.per_block), shape.cap)
-    rows_per_chunk = cdiv(rows, chunks)
-    grid = cdiv(cdiv(rows, rows_per_chunk), shape.pair) * shape.pair
-    chunks = grid // shape.pair  # partial rows: one per cluster of shape.pair blocks
+    path = row_path(cols, x.dtype, (*head, gx))
+    shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), path, extra)
+    if path == SHIFTED and _bwd_shifts(name, x.dtype, cols):
+        # Chunks of rows of one shift (kernels/norms.cu norm_bwd_run SHIFT): `period` classes of rows, each in chunks
+        # of rows_per_chunk; the kernel counts period * ceil(ceil(rows / period) / rows_per_chunk) of them.
+        period = VEC[x.dtype] // math.gcd(cols, VEC[x.dtype])
+        per_class = cdiv(rows, period)
+        rows_per_chunk = cdiv(per_class, min(cdiv(per_class, shape.per_block), max(1, shape.cap // period)))
+        grid = chunks = period * cdiv(per_class, rows_per_chunk)
+    else:
+        chunks = min(cdiv(rows, shape.per_block), shape.cap)
+        rows_per_chunk = cdiv(rows, chunks)
+        grid = cdiv(cdiv(rows, rows_per_chunk), shape.pair) * shape.pair
+        chunks = grid // shape.pair  # partial rows: one per cluster of shape.pair blocks
     # One buffer for every gradient's partials (LayerNorm's bias after its weight), one kk_column_sum for all of them
     # (32 columns per block, a grid row per gradient).
     partial = x.new_empty(len(grads), chunks, cols, dtype=acc_dtype(x.dtype))
