@@ -59,6 +59,9 @@ ALLOWED_SPILL = {
     # The float32 softmax backward's last split fit on shifted rows (odd widths beyond 131072 columns), one 4-byte
     # slot for the row's extra element. Not measured.
     **{f"kk_softmax_bwd<float, 8, 1, 512, true, true, {c}, true>": 8 for c in (2, 4, 8, 16)},
+    # The float32 RMSNorm backward on shifted rows split over a cluster (ops/norms.py _shifted_split_backward): 4 bytes
+    # stored, 68 of loads (two packs, which would not spill, fit no row of 50257 columns in 8 CTAs). Not measured.
+    **{f"kk_rms_norm_bwd<float, false, 4, 1, {e}, true, 0, true>": 68 for e in ("false", "true")},
 }
 # Where one arch spills more than ALLOWED_SPILL lets the others: (instantiation, arch) -> bytes.
 ALLOWED_SPILL_ARCH = {
@@ -157,6 +160,11 @@ def instantiations():
     norms += [f"{k}, {c}>" for k in fixed for c in (2, 4, 8, 16)]
     # the 16-bit forwards' last fit, (8, 1): rows up to 262144 columns over 8 CTAs
     norms += [f"{k}<{t}, false, 8, 1, true, 8>" for k in fwd for t in ("__half", "__nv_bfloat16")]
+    # the same on shifted rows (SHIFT; ops/norms.py _shifted_split_shape), but the two float32 fits that spill there
+    spill = ("kk_layer_norm_fwd<float, false, 4, 2, true", "kk_add_rms_norm_fwd<float, false, 8, 2, true")
+    for k in [f for f in fixed if f not in spill] + [f"{k}<{t}, false, 8, 1, true" for k in fwd for t in TYPES[2:]]:
+        ld = ", kk_norms::kLnFwdLd" if k.startswith("kk_layer_norm_fwd") else ""
+        norms += [f"{k}, {c}{ld}, true>" for c in (2, 4, 8, 16)]
     norms += [f"kk_layer_norm_fwd<{t}, true, 2, 2>" for t in ("__half", "__nv_bfloat16")]  # _TAIL_FIT
     # held forwards on rows of any width (SHIFT), as ops/norms.py _forward_shape launches them (float32 at
     # _SHIFTED_F32_FITS, 16-bit add_rms_norm at its _FWD_FIT too)
@@ -169,6 +177,10 @@ def instantiations():
     for t in TYPES:
         norms += [f"kk_rms_norm_bwd<{t}, false, {np_bwd[t]}, 1, {e}, false, 0, true>" for e in ("false", "true")]
         norms += [f"kk_layer_norm_bwd<{t}, false, {2 if t == 'float' else np_bwd[t]}, 1, false, 0, true>"]
+    # ... and split over a cluster, in registers (_shifted_split_backward; not float64)
+    for t in TYPES[:1] + TYPES[2:]:
+        norms += [f"kk_rms_norm_bwd<{t}, false, {np_bwd[t]}, 1, {e}, true, 0, true>" for e in ("false", "true")]
+        norms += [f"kk_layer_norm_bwd<{t}, false, {np_bwd[t]}, 1, true, 0, true>"]
     # backwards with _BWD_SPLIT_FIT's (SMEM, minimum blocks); double keeps (0, 1)
     ln = {"float": "1, true, 2", "double": "1, true, 0", "__half": "1, true, 0", "__nv_bfloat16": "1, true, 0"}
     rms = {"float": "1, false, true, 1", "double": "1, false, true, 0", "__half": "2, false, true, 2"}

@@ -258,8 +258,10 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
   const long long p_tail = NP * R + tx;
   const A acols = A(cols);
   const T* const wp[1] = {w};
-  static_assert(!SHIFT || (!TAIL && !SPLIT), "shifted rows are held in one block");
-  const auto params = SPLIT ? stage_params<1, NP, W>(wp, tx, R, cv) : ParamSlots<1, NP, W, T>{};
+  // Shifted rows are held in registers (split ones too); their w packs come at each row's shift (kk::load_shifted),
+  // not staged in shared memory once.
+  static_assert(!SHIFT || !TAIL, "shifted rows are held in registers");
+  const auto params = SPLIT && !SHIFT ? stage_params<1, NP, W>(wp, tx, R, cv) : ParamSlots<1, NP, W, T>{};
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
     const bool act = kFixed || row < rows;
@@ -358,8 +360,8 @@ __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __
       if (act && p < nvr) {
         A a[W], g[W];
         kk::vec_to_acc(h[k], a);
-        if constexpr (SPLIT) kk::vec_to_acc(params.get(0, k), g);
-        else if constexpr (SHIFT) kk::vec_to_acc(kk::load_shifted<kRmsFwdLd>(wr + p * W, wsb), g);
+        if constexpr (SHIFT) kk::vec_to_acc(kk::load_shifted<kRmsFwdLd>(wr + p * W, wsb), g);
+        else if constexpr (SPLIT) kk::vec_to_acc(params.get(0, k), g);
         else kk::vec_to_acc(load_vec<W, kRmsFwdLd>(w + p * W), g);
 #pragma unroll
         for (int j = 0; j < W; ++j) a[j] = a[j] * rs * g[j];
@@ -410,8 +412,8 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
   static_assert(ONEPASS || !SPLIT, "split rows take the one-pass sums");
   constexpr int kRowLd = SPLIT ? kLnSplitLd : LD;
   const T* const wb[2] = {w, b};
-  static_assert(!SHIFT || (!TAIL && !SPLIT), "shifted rows are held in one block");
-  const auto params = SPLIT ? stage_params<2, NP, W>(wb, tx, R, cv) : ParamSlots<2, NP, W, T>{};
+  static_assert(!SHIFT || !TAIL, "shifted rows are held in registers");  // w and b as rms_fwd_run's
+  const auto params = SPLIT && !SHIFT ? stage_params<2, NP, W>(wb, tx, R, cv) : ParamSlots<2, NP, W, T>{};
   for (long long rb = (long long)blockIdx.x * blockDim.y; rb < rows; rb += (long long)gridDim.x * blockDim.y) {
     const long long row = rb + threadIdx.y;
     const bool act = kFixed || row < rows;
@@ -523,12 +525,12 @@ __device__ __forceinline__ void ln_fwd_run(const T* __restrict__ x, const T* __r
         if (act && p < nvr) {
           A a[W], g[W], c[W];
           kk::vec_to_acc(h[k], a);
-          if constexpr (SPLIT) {
-            kk::vec_to_acc(params.get(0, k), g);
-            kk::vec_to_acc(params.get(1, k), c);
-          } else if constexpr (SHIFT) {
+          if constexpr (SHIFT) {
             kk::vec_to_acc(kk::load_shifted<LD>(wr + p * W, wsb), g);
             kk::vec_to_acc(kk::load_shifted<LD>(br + p * W, bsb), c);
+          } else if constexpr (SPLIT) {
+            kk::vec_to_acc(params.get(0, k), g);
+            kk::vec_to_acc(params.get(1, k), c);
           } else {
             kk::vec_to_acc(load_vec<W, LD>(w + p * W), g);
             kk::vec_to_acc(load_vec<W, LD>(b + p * W), c);
@@ -721,7 +723,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
   constexpr bool kPrefetch =
       !TAIL && (SMEM ? MINB == 1 || kSmemRoomForNextRow : !(LN && SPLIT && sizeof(T) == 4));
   const A acols = A(cols);
-  static_assert(!SHIFT || (!TAIL && !SPLIT && SMEM == 0), "shifted rows are held in registers, not split");
+  static_assert(!SHIFT || (!TAIL && SMEM == 0), "shifted rows (split or not) are held in registers, their sums too");
   constexpr int kLogW = W == 8 ? 3 : W == 4 ? 2 : W == 2 ? 1 : 0;
   const int tz = __ffsll(cols) - 1;                   // cols > 0
   const int lp = SHIFT && tz < kLogW ? kLogW - tz : 0;  // log2(P)
@@ -1249,11 +1251,12 @@ template <bool TAIL, int NP, bool SPLIT> __device__ __forceinline__ void check_f
   kk::check_split<SPLIT>();
   if (!TAIL && cols > (long long)NP * W * kk::row_threads<SPLIT>()) __trap();
 }
-// Shifted rows (held in one block): at most cols / V whole packs, NP per thread, and a thread of the row for each extra
-// element (fewer than 2 * V; kk::RowShift), so that rows one element past a multiple of NP * V * R keep R threads.
-template <int NP, int V> __device__ __forceinline__ void check_fits_shifted(long long cols) {
-  kk::check_split<false>();
-  const long long r = kk::row_threads<false>();
+// Shifted rows (held in one block, or split over a cluster's): at most cols / V whole packs, NP per thread, and a
+// thread of the row for each extra element (fewer than 2 * V; kk::RowShift), so that rows one element past a multiple
+// of NP * V * R keep R threads.
+template <int NP, int V, bool SPLIT> __device__ __forceinline__ void check_fits_shifted(long long cols) {
+  kk::check_split<SPLIT>();
+  const long long r = kk::row_threads<SPLIT>();
   if (cols >= (NP * r + 1) * V || r < 2 * V - 1) __trap();
 }
 
@@ -1269,8 +1272,9 @@ __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T*
     const unsigned long long rows_apart = (kk::addr(x) ^ kk::addr(y)) |
                                           (ADD ? (kk::addr(x) ^ kk::addr(res)) | (kk::addr(x) ^ kk::addr(hout)) : 0ull);
     if (!kk::congruent16(rows_apart)) __trap();
-    check_fits_shifted<NP, V>(cols);
-    kk_norms::rms_fwd_run<NP, V, ADD, TAIL, SPLIT, T, 0, true>(x, res, w, y, hout, rstd, rows, cols, eps);
+    check_fits_shifted<NP, V, SPLIT>(cols);
+    kk::check_fixed_geometry<CTAS>();
+    kk_norms::rms_fwd_run<NP, V, ADD, TAIL, SPLIT, T, CTAS, true>(x, res, w, y, hout, rstd, rows, cols, eps);
   } else if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
     kk::check_fixed_geometry<CTAS>();
@@ -1295,7 +1299,7 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
     const unsigned long long apart =
         (kk::addr(gy) ^ kk::addr(x)) | (kk::addr(gx) ^ kk::addr(x)) | (EXTRA ? kk::addr(g_extra) ^ kk::addr(x) : 0ull);
     if (!kk::congruent16(apart)) __trap();
-    check_fits_shifted<NP, V>(cols);
+    check_fits_shifted<NP, V, SPLIT>(cols);
     kk_norms::norm_bwd_run<NP, V, LN, TAIL, EXTRA, SPLIT, SMEM, MINB, T, true>(gy, x, w, mean, rstd, g_extra, gx, pw,
                                                                                pb, rows, cols, rpc);
   } else if (cols % V == 0 &&
@@ -1382,8 +1386,9 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   constexpr bool kOnePass = sizeof(T) == 2 || SPLIT || (TAIL && sizeof(T) == 4);
   if constexpr (SHIFT) {  // shifted rows (kk::RowShift): x and y congruent16, else it traps
     if (!kk::congruent16(kk::addr(x) ^ kk::addr(y))) __trap();
-    check_fits_shifted<NP, V>(cols);
-    kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T, 0, LD, true>(x, w, b, y, mean, rstd, rows, cols, eps);
+    check_fits_shifted<NP, V, SPLIT>(cols);
+    kk::check_fixed_geometry<CTAS>();
+    kk_norms::ln_fwd_run<NP, V, TAIL, SPLIT, kOnePass, T, CTAS, LD, true>(x, w, b, y, mean, rstd, rows, cols, eps);
   } else if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) {
     check_fits<TAIL, NP, SPLIT>(cols, V);
     kk::check_fixed_geometry<CTAS>();

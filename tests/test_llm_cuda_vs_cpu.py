@@ -66,13 +66,13 @@ def both(fn, *tensors):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 9001, 12289, 16391])
+@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 9001, 12289, 16391, 16393, 50257, 131075])
 def test_norm_forwards_on_shifted_rows(dtype, cols):
-    """The norm forwards' rows off the 16-byte path, held in one block, take the packs between their 16-byte boundaries,
-    their head and tail elements one by one, and w's (and b's) packs at the rows' shift (kk::RowShift,
-    kk::load_shifted): every row starts elsewhere in its 16-byte unit, and rows narrower than a pack get a thread for
-    each element. They agree with the CPU and are bitwise the same across runs (the residual sum of add_rms_norm
-    included); rows too long for one block take the scalar path."""
+    """The norm forwards' rows off the 16-byte path take the packs between their 16-byte boundaries, their head and tail
+    elements one by one, and w's (and b's) packs at the rows' shift (kk::RowShift, kk::load_shifted): every row starts
+    elsewhere in its 16-byte unit, and rows narrower than a pack get a thread for each element. Rows one block holds
+    stay in it; longer ones are split over a cluster (sm_90+; float64's take the scalar path). They agree with the CPU
+    and are bitwise the same across runs (the residual sum of add_rms_norm included)."""
     rows = 37
     x, r = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype)
     w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
@@ -80,9 +80,11 @@ def test_norm_forwards_on_shifted_rows(dtype, cols):
     # a row's whole packs (at most cols // VEC) in 512 threads: float64's 4 packs of 2 up to 4096 columns, the others'
     # 32 columns a thread up to 16384 (and 7 extra elements; float32 3)
     held = cols <= {torch.float64: 4097, torch.float32: 16387}.get(dtype, 16391)
+    split = not held and dtype != torch.float64 and has_clusters(0)
     for name in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd"):
         shape = norms._forward_shape(name, dtype, cols, 0, SHIFTED)
-        assert shape.kernel.name.endswith(("0, true>", "kLnFwdLd, true>")) == held, shape.kernel.name
+        assert shape.shifted == (held or split), shape.kernel.name
+        assert (shape.ctas > 1) == split, shape.kernel.name
     calls = {
         "rms_norm": (lambda *a: norms._rms_norm(*a, 1e-6), (x, w)),
         "add_rms_norm": (lambda *a: norms._add_rms_norm(*a, 1e-6), (x, r, w)),
@@ -97,20 +99,24 @@ def test_norm_forwards_on_shifted_rows(dtype, cols):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 8199, 9001])
+@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 8195, 8199, 9001, 50257])
 @pytest.mark.parametrize("rows", [3, 37])
 def test_norm_backwards_on_shifted_rows(dtype, cols, rows):
-    """The norm backwards' rows off the 16-byte path, held in one block, take shifted rows
-    (kernels/norms.cu norm_bwd_run SHIFT): each chunk takes rows of one shift, so that a thread's weight-gradient sums
-    keep their columns; with 3 rows most shift classes have none, and their chunks' partials are zeros. The input and
-    weight (and bias) gradients agree with the CPU and are bitwise the same across runs."""
+    """The norm backwards' rows off the 16-byte path take shifted rows (kernels/norms.cu norm_bwd_run SHIFT), held in
+    one block or split over a cluster (sm_90+; float64's take the scalar path): each chunk takes rows of one shift, so
+    that a thread's weight-gradient sums keep their columns; with 3 rows most shift classes have none, and their chunks'
+    partials are zeros. The input and weight (and bias) gradients agree with the CPU and are bitwise the same across
+    runs."""
     x, r, g = rand(rows, cols, dtype, scale=3), rand(rows, cols, dtype), rand(rows, cols, dtype)
     w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
     for name in ("kk_rms_norm_bwd", "kk_layer_norm_bwd"):
         shape, _ = norms._backward_shape(name, dtype, cols, 0, SHIFTED, False)
-        assert shape.kernel.name.endswith(", 0, true>") == norms._bwd_shifts(name, dtype, cols), shape.kernel.name
-    # rows of more whole packs than 512 threads hold (2 packs of 8 16-bit columns each: 8192, and 7 extra elements;
-    # float32 4 of 4; float64 2 of 2) take the scalar path
+        held = norms._bwd_shifts(name, dtype, cols)
+        split = not held and dtype != torch.float64 and has_clusters(0)
+        assert shape.shifted == (held or split), shape.kernel.name
+        assert split or shape.ctas == 1, shape.kernel.name  # (float32 LayerNorm's 8195 columns: a cluster of one)
+    # rows held in one block: their whole packs in 512 threads (2 packs of 8 16-bit columns each: 8192, and 7 extra
+    # elements; float32 4 of 4; float64 2 of 2); longer ones are split (float64's: the scalar path)
     most = {torch.float64: 2049, torch.float32: 8195}.get(dtype, 8199)
     assert norms._bwd_shifts("kk_rms_norm_bwd", dtype, cols) == (cols <= most)
     if dtype == torch.float32:  # LayerNorm's 2 packs of 4 (_BWD_SHIFTED_PACKS: its sums spill at 4)

@@ -95,7 +95,8 @@ class RowShape(NamedTuple):
     """A row kernel's launch: ``per_block`` rows per block (or per cluster), at most ``cap`` blocks (clusters)
     in x, ``ctas`` CTAs per row (a cluster when > 1) and ``smem`` bytes of dynamic shared memory per block.
     ``pair``: clusters of that many blocks in x (a grid that is a multiple of it), whose blocks add up their
-    partial results (kernels/norms.cu norm_bwd_bulk_run)."""
+    partial results (kernels/norms.cu norm_bwd_bulk_run). ``shifted``: the kernel takes shifted rows (its SHIFT
+    instantiation), where a norm backward's chunks hold rows of one shift."""
 
     kernel: Kernel
     block: Union[int, Tuple[int, int]]
@@ -104,6 +105,7 @@ class RowShape(NamedTuple):
     ctas: int = 1
     smem: int = 0
     pair: int = 1
+    shifted: bool = False
 
     def grid(self, rows: int) -> int:
         """Blocks (clusters) for ``rows`` rows: one per ``per_block`` rows, at most ``cap`` looping over them."""

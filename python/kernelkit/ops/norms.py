@@ -121,6 +121,9 @@ _SPLIT_FITS = {
     ("kk_add_rms_norm_fwd", _F32): [(4, 3), (_FWD_PACKS[_F32], 2)],
     ("kk_layer_norm_fwd", _F32): [(4, 2), (8, 1)],
 }
+# Shifted rows split over a cluster (_shifted_split_shape) where _SPLIT_FITS' fits spill there: float32 LayerNorm's
+# (4, 2) by 16-24 bytes, float32 add_rms_norm's (8, 2) by 24-32 (kernels/check_compile.py). Not measured against others.
+_SHIFTED_SPLIT_FITS = {("kk_layer_norm_fwd", _F32): [(8, 1)], ("kk_add_rms_norm_fwd", _F32): [(4, 3)]}
 # Split forwards kept to portable clusters of up to 8 CTAs (the others take up to _runtime.SPLIT_MAX_CTAS): 16-bit
 # add_rms_norm at 2048 x 262144 took 1101.6 us on 8 CTAs of 8 packs, 1205.2 on 16 of 4 (h200-2026-11-24-s29/
 # ab-16ctas-norms.json).
@@ -261,7 +264,7 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
         packs, minb = next(((p, m) for most, p, m in _SHIFTED_F32_FITS if held <= most), (packs, minb))
     r, y, tail = _row_block(packs, dtype, cols, vec, path == SHIFTED)
     if tail and path == SHIFTED:
-        return _forward_shape(name, dtype, cols, dev, SCALAR)
+        return _shifted_split_shape(name, dtype, cols, dev) or _forward_shape(name, dtype, cols, dev, SCALAR)
     if path == SHIFTED and r < 2 * VEC[dtype]:  # a thread for each extra element (fewer than two packs' worth)
         r = 2 * VEC[dtype]
         y = max(1, 128 // r)
@@ -294,7 +297,24 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
     else:
         after = ">"
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}{after}")
-    return RowShape(k, (r, y), y, 1 << 62)  # one row group per block
+    return RowShape(k, (r, y), y, 1 << 62, shifted=path == SHIFTED)  # one row group per block
+
+
+def _shifted_split_shape(name: str, dtype: torch.dtype, cols: int, dev: int) -> Optional[RowShape]:
+    """Shifted rows too long for one block, split over a cluster as the 16-byte path's (its fits and fixed geometry,
+    the cluster sized by the row's whole packs), w and b read at each row's shift rather than staged in shared memory;
+    None where no cluster holds them (float64 is not split)."""
+    if dtype == torch.float64:
+        return None
+    ld = ", kk_norms::kLnFwdLd" if name == "kk_layer_norm_fwd" else ""
+    most = PORTABLE_CTAS if (name, dtype) in _SPLIT_PORTABLE else None
+    fits = _SPLIT_FITS.get((name, dtype), [(_FWD_PACKS[dtype], 2)])
+    for p, m in _SHIFTED_SPLIT_FITS.get((name, dtype), fits):
+        expr = f"{name}<{CTYPE[dtype]}, false, {p}, {m}, true, {{ctas}}{ld}, true>"
+        split = split_shape("norms", expr, p, dtype, _whole_packs(cols, dtype), dev, 0, True, most)
+        if split:
+            return split._replace(shifted=True)
+    return None
 
 
 def _launch_forward(name: str, x: torch.Tensor, args: tuple, eps: float) -> None:
@@ -317,14 +337,15 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: st
     r, y, tail = _row_block(packs, dtype, cols, vec, path == SHIFTED)
     extra_arg = f"{str(extra).lower()}, " if name == "kk_rms_norm_bwd" else ""
     if path == SHIFTED and not _bwd_shifts(name, dtype, cols):
-        return _backward_shape(name, dtype, cols, dev, SCALAR, extra)
+        split = _shifted_split_backward(name, dtype, cols, dev, extra_arg)
+        return (split, column_sum) if split else _backward_shape(name, dtype, cols, dev, SCALAR, extra)
     if path == SHIFTED:
         packs = _bwd_shifted_packs(name, dtype)
         r, y, _ = _row_block(packs, dtype, cols, vec, shifted=True)
         r = max(r, 2 * VEC[dtype])  # a thread for each extra element (fewer than two packs' worth)
         y = max(1, 128 // r)
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}false, 0, true>")
-        return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev)), column_sum
+        return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev), shifted=True), column_sum
 
     def expr(smem: int, minb: int, split: bool) -> Tuple[str, int]:
         """The kernel and its dynamic shared memory per thread."""
@@ -376,6 +397,18 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: st
     return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev)), column_sum
 
 
+def _shifted_split_backward(name: str, dtype: torch.dtype, cols: int, dev: int, extra_arg: str) -> Optional[RowShape]:
+    """Shifted rows too long for one block, split over a cluster (up to the portable 8 CTAs): the register kernel at its
+    default packs, one block per SM, its sums in registers (SHIFT takes no shared-memory slots), chunks of rows of one
+    shift as the held rows'. None where no cluster holds them (float64 is not split)."""
+    if dtype == torch.float64:
+        return None
+    packs = _BWD_PACKS[dtype]
+    e = f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}true, 0, true>"
+    split = split_shape("norms", e, packs, dtype, _whole_packs(cols, dtype), dev)
+    return split._replace(shifted=True) if split else None
+
+
 class _Segmented(NamedTuple):
     """The backward of rows too wide for a cluster (kernels/norms.cu kk_norm_bwd_seg*): its three kernels and the column
     segments per row. Like a RowShape for _launch_backward's chunks: one row per block of a segment, at most ``cap``
@@ -389,6 +422,7 @@ class _Segmented(NamedTuple):
     ln: bool
     per_block: int = 1
     pair: int = 1
+    shifted: bool = False
 
     def launch(self, x: torch.Tensor, head: tuple, gx: torch.Tensor, partial: torch.Tensor, bias_part: int, rpc: int):
         """The three kernels over (segments, chunks of ``rpc`` rows), into ``partial`` (``bias_part``: LayerNorm's)."""
@@ -458,7 +492,7 @@ def _launch_backward(
         return
     path = row_path(cols, x.dtype, (*head, gx))
     shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), path, extra)
-    if path == SHIFTED and _bwd_shifts(name, x.dtype, cols):
+    if path == SHIFTED and shape.shifted:
         # Chunks of rows of one shift (kernels/norms.cu norm_bwd_run SHIFT): `period` classes of rows, each in chunks
         # of rows_per_chunk; the kernel counts period * ceil(ceil(rows / period) / rows_per_chunk) of them.
         period = VEC[x.dtype] // math.gcd(cols, VEC[x.dtype])
