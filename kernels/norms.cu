@@ -241,7 +241,7 @@ __device__ __forceinline__ void cached_tail_loop(const RowCache<W, T>& c, const 
 
 // ------------------------------------------------------------------------------------------------
 // RMSNorm forward (ADD: fused residual add). h = x (+ residual, rounded to T and stored to hout);
-// rs = rsqrt(sum(h^2)/cols + eps); y = round(h * rs * w) with the products in A. SHIFT (held rows only): rows of any
+// rs = rsqrt(sum(h^2)/cols + eps); y = round(h * rs * w) with the products in A. SHIFT (no TAIL): rows of any
 // width on the 16-byte path (kk::RowShift; x, residual, y and hout congruent16), w's packs by kk::load_shifted.
 template <int NP, int W, bool ADD, bool TAIL, bool SPLIT, typename T, int CTAS = 0, bool SHIFT = false>
 __device__ __forceinline__ void rms_fwd_run(const T* __restrict__ x, const T* __restrict__ res,
@@ -693,7 +693,7 @@ __device__ __forceinline__ void rms_fwd_wide_run(const T* __restrict__ x, const 
 // row of pw/pb (read-modify-write by the owning thread, rows in order; row groups serialized by barriers).
 // SMEM (one row group per block, 16-byte path): 1 keeps the pw/pb sums of the register part in dynamic shared
 // memory (PackSlots) instead of registers, 2 the float weights too; fewer registers, more blocks per SM.
-// SHIFT (held rows, no SPLIT or SMEM): rows of any width on the 16-byte path (kk::RowShift). A thread's weight-gradient
+// SHIFT (no TAIL or SMEM; split rows on clusters of 2 or more CTAs): rows of any width on the 16-byte path (kk::RowShift). A thread's weight-gradient
 // sums hold the same columns over its chunk's rows only where those rows share their shift, so chunks take rows of one
 // shift: rows r and r' share it where (r - r') * cols is a multiple of W, every P-th row (P = W / gcd(cols, W)); chunk
 // c takes rows s + P * i of class s = c % P, for i in [(c / P) * rpc, (c / P + 1) * rpc), and there are
@@ -1338,8 +1338,8 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   CTAS > 0 (SPLIT): blocks of 512 threads in clusters of CTAS <= 16 (non-portable beyond 8: the launch opts the
 //   kernel in), fixed at compile time, as kk_layer_norm_fwd's (anything else traps). bf16 8192 x 65536 535.7 ->
 //   526.0 us, bitwise equal (h200-2026-11-24-s27/ab-fixed-rms.json).
-//   SHIFT = true (TAIL = false, SPLIT = false): rows of any width on the 16-byte path (kk::RowShift), launched as
-//   the 16-byte path's.
+//   SHIFT = true (TAIL = false): rows of any width on the 16-byte path (kk::RowShift), launched as the 16-byte
+//   path's, held or split (sized by their cols / VEC whole packs; a split row's cluster has 2 or more CTAs).
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
           int CTAS = 0, bool SHIFT = false>
 __global__ void __launch_bounds__(512, MINB)

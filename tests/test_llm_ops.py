@@ -1339,6 +1339,49 @@ def test_shifted_rows_take_the_threads_of_their_whole_packs():
     assert norms._row_block(4, torch.float32, 7, True, True)[0] == 1  # one pack; the kernel then takes 2 * VEC threads
 
 
+def test_norm_shifted_rows_beyond_one_block_split_over_a_cluster(monkeypatch):
+    """Shifted norm rows too long for one block are split over a cluster sized by their whole packs: the forwards at
+    the 16-byte path's split fits and fixed geometry (float32 LayerNorm at its own, _SHIFTED_SPLIT_FITS), the backwards
+    at their default packs. Never on one CTA: float32 LayerNorm's backward rows of 4100-8195 columns (beyond its held 2
+    packs, within one CTA of 4) take the scalar path, as float64's rows beyond one block do."""
+    from kernelkit.ops import _runtime
+
+    norms = _stub_kernels(monkeypatch, "norms", clusters=16)
+    monkeypatch.setattr(_runtime, "kernel", lambda family, expr: _StubKernel(expr, clusters=16))
+    monkeypatch.setattr(_runtime, "has_clusters", lambda dev: True)
+    for module in (norms, _runtime):
+        monkeypatch.setattr(module, "sm_count", lambda dev: 132)
+    norms._forward_shape.cache_clear()
+    norms._backward_shape.cache_clear()
+    try:
+        fwd = {
+            (torch.bfloat16, "kk_rms_norm_fwd"): "kk_rms_norm_fwd<__nv_bfloat16, false, 4, 2, true, 4, true>",
+            (
+                torch.float32,
+                "kk_layer_norm_fwd",
+            ): "kk_layer_norm_fwd<float, false, 8, 1, true, 4, kk_norms::kLnFwdLd, true>",
+            (torch.float32, "kk_add_rms_norm_fwd"): "kk_add_rms_norm_fwd<float, false, 4, 3, true, 7, true>",
+        }
+        for (dtype, name), expr in fwd.items():
+            shape = norms._forward_shape(name, dtype, 50257, 0, SHIFTED)
+            assert (shape.kernel.name, shape.shifted, shape.block) == (expr, True, (512, 1)), name
+        assert not norms._forward_shape("kk_rms_norm_fwd", torch.float64, 50257, 0, SHIFTED).shifted
+        bwd = {  # (name, dtype, cols) -> CTAs (0: the scalar path)
+            ("kk_rms_norm_bwd", torch.bfloat16, 50257): 7,
+            ("kk_layer_norm_bwd", torch.float32, 50257): 7,
+            ("kk_layer_norm_bwd", torch.float32, 8199): 2,
+            ("kk_layer_norm_bwd", torch.float32, 8195): 0,
+            ("kk_layer_norm_bwd", torch.float32, 4101): 0,
+            ("kk_rms_norm_bwd", torch.float64, 50257): 0,
+        }
+        for (name, dtype, cols), ctas in bwd.items():
+            shape, _ = norms._backward_shape(name, dtype, cols, 0, SHIFTED, False)
+            assert (shape.shifted, shape.ctas) == (ctas > 0, max(ctas, 1)), (name, dtype, cols, shape.kernel.name)
+    finally:
+        norms._forward_shape.cache_clear()
+        norms._backward_shape.cache_clear()
+
+
 def test_row_path_picks_each_kernel_path():
     """row_path (ops/_runtime.py), the host's copy of the row kernels' own test: the 16-byte path for whole packs of
     aligned rows, shifted rows where every pointer sits at the same place in its 16-byte unit (and the width is below

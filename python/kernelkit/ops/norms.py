@@ -495,7 +495,7 @@ def _launch_backward(
         return
     path = row_path(cols, x.dtype, (*head, gx))
     shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), path, extra)
-    if path == SHIFTED and shape.shifted:
+    if shape.shifted:
         # Chunks of rows of one shift (kernels/norms.cu norm_bwd_run SHIFT): `period` classes of rows, each in chunks
         # of rows_per_chunk; the kernel counts period * ceil(ceil(rows / period) / rows_per_chunk) of them.
         period = VEC[x.dtype] // math.gcd(cols, VEC[x.dtype])
