@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The norms' shifted rows (kernels/common.cuh kk::RowShift, kk::load_shifted for w and b; the backwards' chunks take
-# rows of one shift): rows off the 16-byte path that one block holds take the 16-byte packs between their 16-byte
-# boundaries, their head and tail elements one by one, where they took one element at a time (bench/results/h100-2026-11-28-s45/llm-odd.log: rms_norm bf16
-# 32768 x 4097 0.76x torch.compile, float32 0.62x; layer_norm bf16 0.53x).
+# rows of one shift): rows off the 16-byte path take the 16-byte packs between their 16-byte boundaries, their head and
+# tail elements one by one (held in one block, or split over a cluster), where they took one element at a time
+# (bench/results/h100-2026-11-28-s45/llm-odd.log: rms_norm bf16 32768 x 4097 0.76x torch.compile, float32 0.62x;
+# layer_norm bf16 0.53x).
 # 1. A: the wheel, B: the same wheel on the scalar path (row_path SCALAR); B/A above 1: the shifted rows are faster.
 # 2. kernelkit bench at 32768 x 4097, 32768 x 1001 and 8192 x 50257 (rows beyond one block, split over a cluster)
 #    against torch, torch.compile and Liger.

@@ -971,7 +971,19 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
         mu = mun;
       }
     }
-    // Register-part partials: combine the Y row groups in order, one row of pw/pb per chunk.
+    // v summed over the Y row groups in order, in row group 0; every thread takes the barriers. Y > 1 rows are never
+    // split (kk::check_split): threadIdx.x is tx and blockDim.x is R.
+    auto groups_sum = [&](A v) {
+      if (Y > 1) {
+        comb[yi * R + tx] = v;
+        __syncthreads();
+        if (yi == 0)
+          for (int q = 1; q < Y; ++q) v += comb[q * R + tx];
+        __syncthreads();
+      }
+      return v;
+    };
+    // Register-part partials: one row of pw/pb per chunk.
 #pragma unroll
     for (int k = 0; k < NP; ++k) {
       const long long p = k * R + tx;
@@ -983,30 +995,15 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       for (int j = 0; j < W; ++j) {
 #pragma unroll
         for (int t = 0; t < (LN ? 2 : 1); ++t) {
-          A v = t == 0 ? aw[k][j] : ab[LN ? k : 0][j];
-          if (Y > 1) {
-            // Y > 1 rows are never split (kk::check_split): threadIdx.x is tx and blockDim.x is R.
-            comb[yi * R + tx] = v;
-            __syncthreads();
-            if (yi == 0)
-              for (int q = 1; q < Y; ++q) v += comb[q * R + tx];
-            __syncthreads();
-          }
+          const A v = groups_sum(t == 0 ? aw[k][j] : ab[LN ? k : 0][j]);
           if (yi == 0 && p < nvr) (t == 0 ? pwr : pbr)[p * W + j] = v;
         }
       }
     }
-    if constexpr (SHIFT) {  // the extra element's sums, combined as the packs' (every thread takes the barriers)
+    if constexpr (SHIFT) {  // the extra element's sums
 #pragma unroll
       for (int t = 0; t < (LN ? 2 : 1); ++t) {
-        A v = t == 0 ? awe : abe;
-        if (Y > 1) {
-          comb[yi * R + tx] = v;
-          __syncthreads();
-          if (yi == 0)
-            for (int q = 1; q < Y; ++q) v += comb[q * R + tx];
-          __syncthreads();
-        }
+        const A v = groups_sum(t == 0 ? awe : abe);
         if (yi == 0 && ex.has) (t == 0 ? pwr : pbr)[ex.off] = v;
       }
     }

@@ -111,17 +111,15 @@ def test_norm_backwards_on_shifted_rows(dtype, cols, rows):
     w, b = rand(1, cols, dtype).view(cols), rand(1, cols, dtype).view(cols)
     for name in ("kk_rms_norm_bwd", "kk_layer_norm_bwd"):
         shape, _ = norms._backward_shape(name, dtype, cols, 0, SHIFTED, False)
-        held = norms._bwd_shifts(name, dtype, cols)
-        one_cta = name == "kk_layer_norm_bwd" and dtype == torch.float32 and cols <= 8195  # not split: scalar
+        # rows held in one block: their whole packs in 512 threads (2 packs of 8 16-bit columns each: 8192, and 7 extra
+        # elements; float32 4 of 4, but LayerNorm's 2 (_BWD_SHIFTED_PACKS: its sums spill at 4); float64 2 of 2);
+        # longer ones are split (float64's, and float32 LayerNorm's within one CTA of 4 packs: the scalar path)
+        ln32 = (name, dtype) == ("kk_layer_norm_bwd", torch.float32)
+        held = cols <= (4099 if ln32 else {torch.float64: 2049, torch.float32: 8195}.get(dtype, 8199))
+        one_cta = ln32 and cols <= 8195
         split = not held and not one_cta and dtype != torch.float64 and has_clusters(0)
         assert shape.shifted == (held or split), shape.kernel.name
         assert (shape.ctas > 1) == split, shape.kernel.name
-    # rows held in one block: their whole packs in 512 threads (2 packs of 8 16-bit columns each: 8192, and 7 extra
-    # elements; float32 4 of 4; float64 2 of 2); longer ones are split (float64's: the scalar path)
-    most = {torch.float64: 2049, torch.float32: 8195}.get(dtype, 8199)
-    assert norms._bwd_shifts("kk_rms_norm_bwd", dtype, cols) == (cols <= most)
-    if dtype == torch.float32:  # LayerNorm's 2 packs of 4 (_BWD_SHIFTED_PACKS: its sums spill at 4)
-        assert norms._bwd_shifts("kk_layer_norm_bwd", dtype, cols) == (cols <= 4099)
     _, rstd = norms._rms_norm(x, w, 1e-6)
     _, h, hrstd = norms._add_rms_norm(x, r, w, 1e-6)
     _, mean, lrstd = norms._layer_norm(x, w, b, 1e-5)
@@ -760,7 +758,7 @@ def test_softmax_shifted_rows(dtype, cols):
     x, g = rand(rows, cols, dtype, scale=4), rand(rows, cols, dtype)
     assert _runtime.row_path(cols, dtype, (x, x)) == SHIFTED
     for name in ("kk_softmax_fwd", "kk_softmax_bwd"):
-        assert _softmax_shape(name, dtype, cols, 0, SHIFTED).kernel.name.endswith(", true>")
+        assert _softmax_shape(name, dtype, cols, 0, SHIFTED).shifted
     x[0, : cols // 3] = float("-inf")
     x[1] = float("-inf")
     y, yc = both(K.softmax, x)
@@ -986,7 +984,7 @@ def test_held_cross_entropy_cases_cover_every_fit():
         f"kk_cross_entropy_held<{CTYPE[d]}, {p}, {m}>" for d, p, m in fits
     }
     assert {s.ctas for s in shapes} >= {1, 2, 3, 4, 16}
-    assert held_shape(torch.float32, 262148) is None and held_shape(torch.bfloat16, 4100).kernel.name.endswith("true>")
+    assert held_shape(torch.float32, 262148) is None and held_shape(torch.bfloat16, 4100).shifted
     assert held_shape(torch.bfloat16, 1024) is None  # narrower rows keep the kernels apart
 
 

@@ -1302,9 +1302,12 @@ def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
     """Softmax rows of at most 32 x packs (one warp each, 8 rows per 256-thread block) take the first instantiation in
     _WARP_FITS whose register packs hold them; wider rows take a block each (no GPU needed: the kernel lookup and the
     occupancy are stand-ins)."""
+    from kernelkit.ops import _runtime
+
     softmax = _stub_kernels(monkeypatch, "softmax")
     monkeypatch.setattr(softmax, "resident_blocks", lambda k, block, dev, smem=0: 7)
     monkeypatch.setattr(softmax, "row_cache_bytes", lambda *args: 0)
+    monkeypatch.setattr(_runtime, "has_clusters", lambda dev: False)
 
     def shape(name, cols, dtype=torch.bfloat16):
         return softmax._softmax_shape.__wrapped__(name, dtype, cols, 0, VECTOR)
@@ -1318,6 +1321,13 @@ def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
     assert shape("kk_softmax_fwd", 256, torch.float32).kernel.name == "kk_softmax_fwd<float, 8, 2, 256, true>"
     assert shape("kk_softmax_fwd", 260, torch.float32).kernel.name == "kk_softmax_fwd<float, 2, 4, 512, false>"
     assert shape("kk_softmax_fwd", 64, torch.float64).kernel.name == "kk_softmax_fwd<double, 1, 4, 512, false>"
+    # Shifted rows take the SHIFT instantiations, on every launch (warp rows, held and streamed block rows; no
+    # clusters here) and only there.
+    for name in ("kk_softmax_fwd", "kk_softmax_bwd"):
+        for cols in (7, 257, 4097, 20001):
+            shifted = softmax._softmax_shape.__wrapped__(name, torch.bfloat16, cols, 0, SHIFTED)
+            assert shifted.shifted and shifted.kernel.name.endswith(", true>"), (name, cols, shifted.kernel.name)
+            assert not shape(name, cols - 1).shifted, (name, cols)
     fits = {("kk_softmax_fwd", 2): ((2, 8, 256, True), (4, 5, 256, True))}
     monkeypatch.setattr(softmax, "_WARP_FITS", fits)
     for cols, want in ((256, "kk_softmax_fwd<__nv_bfloat16, 8, 2, 256, true>"), (1024, "<__nv_bfloat16, 5, 4, 256")):

@@ -142,6 +142,10 @@ _SPLIT_FIXED = {(k, t) for k in ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_l
 _TAIL_FIT = {("kk_layer_norm_fwd", t): (2, 2) for t in _B16}
 # Backward packs per tensor (kNpBwd); rows beyond 512 threads' worth stream their tail in-kernel.
 _BWD_PACKS = {torch.float32: 4, torch.float64: 2, torch.float16: 2, torch.bfloat16: 2}
+# Backward packs per tensor on shifted rows held in one block where not _BWD_PACKS: float32 LayerNorm's sums spill 172
+# bytes at 4 packs (kernels/check_compile.py; its 16-byte path keeps them in shared memory), none at 2 (115 registers),
+# which hold rows up to 4096 columns (and 3 extra elements) in 512 threads.
+_BWD_SHIFTED_PACKS = {("kk_layer_norm_bwd", _F32): 2}
 # Backward rows split over a cluster: (SMEM, minimum blocks per SM), keyed by (kernel, dtype, whether it adds
 # add_rms_norm's residual gradient); (0, 1) where not listed. SMEM 1 keeps the weight-gradient sums in dynamic
 # shared memory, 2 the float weights too (kernels/norms.cu PackSlots); at one block per SM the kernel loads the
@@ -332,20 +336,20 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: st
     kernel). ``extra``: the kernel adds a second incoming gradient (add_rms_norm's residual path; its own
     instantiation, EXTRA)."""
     column_sum = kernel("norms", f"kk_column_sum<{CTYPE[dtype]}>")
-    packs = _BWD_PACKS[dtype]
-    vec = path != SCALAR
-    r, y, tail = _row_block(packs, dtype, cols, vec, path == SHIFTED)
     extra_arg = f"{str(extra).lower()}, " if name == "kk_rms_norm_bwd" else ""
-    if path == SHIFTED and not _bwd_shifts(name, dtype, cols):
-        split = _shifted_split_backward(name, dtype, cols, dev, extra_arg)
-        return (split, column_sum) if split else _backward_shape(name, dtype, cols, dev, SCALAR, extra)
     if path == SHIFTED:
-        packs = _bwd_shifted_packs(name, dtype)
-        r, y, _ = _row_block(packs, dtype, cols, vec, shifted=True)
+        packs = _BWD_SHIFTED_PACKS.get((name, dtype), _BWD_PACKS[dtype])
+        r, y, tail = _row_block(packs, dtype, cols, True, shifted=True)
+        if tail:  # beyond one block
+            split = _shifted_split_backward(name, dtype, cols, dev, extra_arg)
+            return (split, column_sum) if split else _backward_shape(name, dtype, cols, dev, SCALAR, extra)
         r = max(r, 2 * VEC[dtype])  # a thread for each extra element (fewer than two packs' worth)
         y = max(1, 128 // r)
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}false, 0, true>")
         return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev), shifted=True), column_sum
+    packs = _BWD_PACKS[dtype]
+    vec = path != SCALAR
+    r, y, tail = _row_block(packs, dtype, cols, vec)
 
     def expr(smem: int, minb: int, split: bool) -> Tuple[str, int]:
         """The kernel and its dynamic shared memory per thread."""
@@ -461,22 +465,6 @@ def _segmented_shape(name: str, dtype: torch.dtype, cols: int, dev: int, extra: 
         max(1, resident_blocks(main, _SEG_THREADS, dev) // segs),
         ln,
     )
-
-
-# Backward packs per tensor on shifted rows where not _BWD_PACKS: float32 LayerNorm's sums spill 172 bytes at 4 packs
-# (kernels/check_compile.py; its 16-byte path keeps them in shared memory), none at 2 (115 registers), which hold rows
-# up to 4096 columns (and 3 extra elements) in 512 threads.
-_BWD_SHIFTED_PACKS = {("kk_layer_norm_bwd", _F32): 2}
-
-
-def _bwd_shifted_packs(name: str, dtype: torch.dtype) -> int:
-    return _BWD_SHIFTED_PACKS.get((name, dtype), _BWD_PACKS[dtype])
-
-
-def _bwd_shifts(name: str, dtype: torch.dtype, cols: int) -> bool:
-    """Whether a backward takes shifted rows (the kernels' SHIFT) for rows of ``cols`` off the 16-byte path: rows
-    one block holds at its shifted packs."""
-    return not _row_block(_bwd_shifted_packs(name, dtype), dtype, cols, True, shifted=True)[2]
 
 
 def _launch_backward(

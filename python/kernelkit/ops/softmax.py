@@ -156,30 +156,30 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
             threads = cdiv(cdiv(nv, packs), 32) * 32
             low = path == VECTOR and low_dram_bandwidth(dev)  # the cap was measured on the 16-byte path
             cap = _HELD_WARPS_LOW_GBPS.get((name, dtype.itemsize)) if low else None
-            return RowShape(k, threads, 1, 1 << 62, smem=_warps_cap_smem(k, threads, dev, cap))
+            return RowShape(k, threads, 1, 1 << 62, smem=_warps_cap_smem(k, threads, dev, cap), shifted=shifted)
     fits = _SPLIT_FITS.get((name, dtype.itemsize), ()) if vec > 1 else ()
     for packs, minb in fits if fits and nv > fits[0][0] * 512 else ():
         expr = _expr(name, ct, f"{_template_args(name, packs, minb)}, 512, true", shifted, split=True)
         split = split_shape("softmax", expr, packs, dtype, cols, dev, fixed_geometry=True)
         if split:
-            return split
+            return split._replace(shifted=shifted)
     for packs, minb, most, held in (_WARP_FITS_SHIFTED if shifted else _WARP_FITS).get((name, dtype.itemsize), ()):
         if nv <= packs * 32:
             args = f"{_template_args(name, packs, minb)}, {most}, {str(held).lower()}"
             k = kernel("softmax", _expr(name, ct, args, shifted))
-            return RowShape(k, 256, 8, resident_blocks(k, 256, dev))
+            return RowShape(k, 256, 8, resident_blocks(k, 256, dev), shifted=shifted)
     if name == "kk_softmax_bwd":
         k = kernel("softmax", _expr(name, ct, "2, 1, 512, false", shifted) if shifted else f"{name}<{ct}>")
         block = min(max(cdiv(cdiv(nv, 2), 32) * 32, 128), 512)
         smem = row_cache_bytes(k, dev, nv - 2 * block, 2 * pack_bytes)
-        return RowShape(k, block, 1, 2 * resident_blocks(k, block, dev, smem), smem=smem)
+        return RowShape(k, block, 1, 2 * resident_blocks(k, block, dev, smem), smem=smem, shifted=shifted)
     minb = 2 if dtype == torch.float32 else 1
     k = kernel("softmax", _expr(name, ct, f"{minb}, 4, 512, false", shifted) if shifted else f"{name}<{ct}, {minb}>")
     block = min(max(cdiv(cols * dtype.itemsize // 128, 32) * 32, 128), 256)  # whole warps (kk_sm::check_block)
     while True:
         smem = row_cache_bytes(k, dev, nv - 4 * block, pack_bytes)
         if block == 512 or nv <= 4 * block + smem // pack_bytes:
-            return RowShape(k, block, 1, 1 << 62, smem=smem)
+            return RowShape(k, block, 1, 1 << 62, smem=smem, shifted=shifted)
         block *= 2
 
 
@@ -550,12 +550,13 @@ def _held_ce_shape(dtype: torch.dtype, cols: int, dev: int) -> Optional[RowShape
             k = kernel(
                 "softmax", f"kk_cross_entropy_held<{ct}, {packs}, {minb}{', false, 0, true' if shifted else ''}>"
             )
-            return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62)
+            return RowShape(k, cdiv(cdiv(nv, packs), 32) * 32, 1, 1 << 62, shifted=shifted)
     split = _HELD_CE_SPLIT_FITS.get(dtype.itemsize)
     if split is None or nv <= split[0] * 512:
         return None
     expr = f"kk_cross_entropy_held<{ct}, {split[0]}, {split[1]}, true{', {ctas}, true' if shifted else ''}>"
-    return split_shape("softmax", expr, split[0], dtype, cols, dev, fixed_geometry=True)
+    held = split_shape("softmax", expr, split[0], dtype, cols, dev, fixed_geometry=True)
+    return held._replace(shifted=shifted) if held else None
 
 
 @functools.cache
