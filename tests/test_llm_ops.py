@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import kernelkit
 import kernelkit.ops as K
 from kernelkit.ops import norms
-from kernelkit.ops._runtime import LOW_DRAM_GBPS_PER_SM, SCALAR, SHIFTED, VECTOR, row_path
+from kernelkit.ops._runtime import LOW_DRAM_GBPS_PER_SM, SCALAR, SHIFTED, VECTOR, cdiv, row_path
 from kernelkit.testing import check_op
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -1116,16 +1116,22 @@ def test_second_gpu(op):
 
 class _StubKernel:
     """A compiled kernel's stand-in for the launch-shape tests (no GPU needed): named by the expression asked for, with
-    a fixed occupancy and number of active clusters."""
+    a fixed occupancy and number of active clusters (``clusters``: a number, or a function of a cluster's CTAs)."""
 
-    def __init__(self, expr: str, occupancy: int = 2, clusters: int = 0):
+    def __init__(self, expr: str, occupancy: int = 2, clusters=0):
         self.name, self._occupancy, self._clusters = expr, occupancy, clusters
 
     def occupancy(self, *args):
         return self._occupancy
 
-    def max_active_clusters(self, *args):
-        return self._clusters
+    def max_active_clusters(self, block, cluster, *args):
+        return self._clusters(math.prod(cluster)) if callable(self._clusters) else self._clusters
+
+
+def _h200_clusters(ctas: int) -> int:
+    """Clusters of ``ctas`` CTAs at one block per SM that an H200 holds at once: 15 of 7 (measured,
+    h200-2026-11-28-s47/shifted-chunks-shapes.log), else as many as its 132 SMs hold."""
+    return {7: 15}.get(ctas, 132 // ctas)
 
 
 def _stub_kernels(monkeypatch, name: str, gbps_per_sm: float = 36.5, capability=(9, 0), **stub):
@@ -1349,15 +1355,53 @@ def test_shifted_rows_take_the_threads_of_their_whole_packs():
     assert norms._row_block(4, torch.float32, 7, True, True)[0] == 1  # one pack; the kernel then takes 2 * VEC threads
 
 
+@pytest.mark.parametrize(
+    "rows, period, per_block, cap",
+    [
+        (8192, 8, 1, 15),
+        (8192, 4, 1, 15),
+        (8192, 8, 1, 14),
+        (16384, 8, 1, 66),
+        (32768, 8, 4, 264),
+        (32768, 4, 1, 132),
+        (100000, 8, 2, 15),
+        (1000, 2, 1, 7),
+        (37, 8, 4, 132),
+        (3, 8, 1, 264),
+    ],
+)
+def test_norm_backward_chunks_of_shifted_rows_keep_every_cluster_at_work(rows, period, per_block, cap):
+    """A backward on shifted rows cuts each of ``period`` shift classes into chunks (norms._shifted_chunks) that
+    ``cap`` clusters loop over as the kernel does (chunk c: class c % period, its (c // period)-th rows_per_chunk
+    rows; block b takes chunks b, b + grid, ...). Every row is in one chunk, and the busiest block takes at most 3%
+    more row groups than an even share (plus one), also where cap is not a multiple of period: 15 clusters and 8 classes
+    had been cut to 8 chunks, half the clusters idle."""
+    rows_per_chunk, chunks = norms._shifted_chunks(rows, period, per_block, cap)
+    per_class = cdiv(rows, period)
+    assert chunks == period * cdiv(per_class, rows_per_chunk)  # the kernel's count
+    grid = min(chunks, cap)
+    load, covered = [0] * grid, 0
+    for c in range(chunks):
+        in_class = cdiv(rows - c % period, period) if rows > c % period else 0
+        n = max(0, min(rows_per_chunk, in_class - c // period * rows_per_chunk))
+        covered += n
+        load[c % grid] += cdiv(n, per_block)
+    assert covered == rows
+    even = cdiv(rows, per_block * cap)
+    assert max(load) <= even * 1.03 + 1, (max(load), even)
+
+
 def test_norm_shifted_rows_beyond_one_block_split_over_a_cluster(monkeypatch):
     """Shifted norm rows too long for one block are split over a cluster sized by their whole packs: the forwards at
     the 16-byte path's split fits and fixed geometry (float32 LayerNorm at its own, _SHIFTED_SPLIT_FITS), the backwards
     at their default packs. Never on one CTA: float32 LayerNorm's backward rows of 4100-8195 columns (beyond its held 2
-    packs, within one CTA of 4) take the scalar path, as float64's rows beyond one block do."""
+    packs, within one CTA of 4) take the scalar path, as float64's rows beyond one block do. On a stub H200 at one block
+    per SM, backward rows that need 7 CTAs take 8 (16 clusters cover 128 SMs, 15 of 7 105: split_shape's ``fill``);
+    the forwards' take 7."""
     from kernelkit.ops import _runtime
 
-    norms = _stub_kernels(monkeypatch, "norms", clusters=16)
-    monkeypatch.setattr(_runtime, "kernel", lambda family, expr: _StubKernel(expr, clusters=16))
+    norms = _stub_kernels(monkeypatch, "norms", occupancy=1, clusters=_h200_clusters)
+    monkeypatch.setattr(_runtime, "kernel", lambda family, expr: _StubKernel(expr, 1, _h200_clusters))
     monkeypatch.setattr(_runtime, "has_clusters", lambda dev: True)
     for module in (norms, _runtime):
         monkeypatch.setattr(module, "sm_count", lambda dev: 132)
@@ -1377,8 +1421,8 @@ def test_norm_shifted_rows_beyond_one_block_split_over_a_cluster(monkeypatch):
             assert (shape.kernel.name, shape.shifted, shape.block) == (expr, True, (512, 1)), name
         assert not norms._forward_shape("kk_rms_norm_fwd", torch.float64, 50257, 0, SHIFTED).shifted
         bwd = {  # (name, dtype, cols) -> CTAs (0: the scalar path)
-            ("kk_rms_norm_bwd", torch.bfloat16, 50257): 7,
-            ("kk_layer_norm_bwd", torch.float32, 50257): 7,
+            ("kk_rms_norm_bwd", torch.bfloat16, 50257): 8,
+            ("kk_layer_norm_bwd", torch.float32, 50257): 8,
             ("kk_layer_norm_bwd", torch.float32, 8199): 2,
             ("kk_layer_norm_bwd", torch.float32, 8195): 0,
             ("kk_layer_norm_bwd", torch.float32, 4101): 0,
@@ -1387,6 +1431,8 @@ def test_norm_shifted_rows_beyond_one_block_split_over_a_cluster(monkeypatch):
         for (name, dtype, cols), ctas in bwd.items():
             shape, _ = norms._backward_shape(name, dtype, cols, 0, SHIFTED, False)
             assert (shape.shifted, shape.ctas) == (ctas > 0, max(ctas, 1)), (name, dtype, cols, shape.kernel.name)
+        expr = "kk_rms_norm_bwd<__nv_bfloat16, false, 2, 1, false, true, 0, true>"
+        assert _runtime.split_shape("norms", expr, 2, torch.bfloat16, 50256, 0).ctas == 7
     finally:
         norms._forward_shape.cache_clear()
         norms._backward_shape.cache_clear()

@@ -144,6 +144,7 @@ def split_shape(
     smem_per_thread: int = 0,
     fixed_geometry: bool = False,
     max_ctas: Optional[int] = None,
+    fill: bool = False,
 ) -> Optional[RowShape]:
     """The launch of rows split over a thread-block cluster, each CTA holding its part of the row in
     registers (``packs`` 16-byte packs per thread): a grid of the resident clusters looping over rows (10%
@@ -153,23 +154,34 @@ def split_shape(
     the kernel takes the cluster's CTAs as its CTAS template argument where its blocks are of 512 threads (a
     compile-time geometry): at ``{ctas}`` in ``expr`` where it has that (0 where the geometry is not fixed), else after
     its last argument. Such kernels take clusters up to ``max_ctas`` (default SPLIT_MAX_CTAS; rows beyond 8
-    CTAs always have 512-thread CTAs); the others up to the portable 8, which their reduction's slots are sized for."""
+    CTAs always have 512-thread CTAs); the others up to the portable 8, which their reduction's slots are sized for.
+    ``fill``: one CTA more than the row needs where more of them are held at once (more SMs at work)."""
     if not has_clusters(dev):
         return None
     e = packs * VEC[dtype]
-    ctas = cdiv(cols, 512 * e)
-    if ctas > ((max_ctas or SPLIT_MAX_CTAS) if fixed_geometry else PORTABLE_CTAS):
+    least = cdiv(cols, 512 * e)
+    most = (max_ctas or SPLIT_MAX_CTAS) if fixed_geometry else PORTABLE_CTAS
+    if least > most:
         return None
-    r = pow2ceil(cdiv(cols, ctas * e))
-    fixed = fixed_geometry and r == 512
-    if "{ctas}" in expr:
-        expr = expr.replace("{ctas}", str(ctas if fixed else 0))
-    elif fixed:
-        expr = f"{expr[:-1]}, {ctas}>"
-    k = kernel(family, expr)
-    smem = smem_per_thread * r
-    clusters = k.max_active_clusters((r, 1), (1, ctas, 1), smem, dev)
-    return RowShape(k, (r, 1), 1, clusters, ctas, smem) if clusters else None
+
+    def shape(ctas: int) -> Optional[RowShape]:
+        r = pow2ceil(cdiv(cols, ctas * e))
+        fixed = fixed_geometry and r == 512
+        if "{ctas}" in expr:
+            ex = expr.replace("{ctas}", str(ctas if fixed else 0))
+        else:
+            ex = f"{expr[:-1]}, {ctas}>" if fixed else expr
+        k = kernel(family, ex)
+        smem = smem_per_thread * r
+        clusters = k.max_active_clusters((r, 1), (1, ctas, 1), smem, dev)
+        return RowShape(k, (r, 1), 1, clusters, ctas, smem) if clusters else None
+
+    best = shape(least)
+    if fill and best and least < most and best.cap * least < resident_blocks(best.kernel, best.block[0], dev):
+        wider = shape(least + 1)
+        if wider and wider.cap * wider.ctas > best.cap * least:
+            best = wider
+    return best
 
 
 def row_cache_bytes(k: Kernel, dev: int, packs: int, unit: int) -> int:

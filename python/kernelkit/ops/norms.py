@@ -404,12 +404,16 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: st
 def _shifted_split_backward(name: str, dtype: torch.dtype, cols: int, dev: int, extra_arg: str) -> Optional[RowShape]:
     """Shifted rows too long for one block, split over a cluster (up to the portable 8 CTAs): the register kernel at its
     default packs, one block per SM, its sums in registers (SHIFT takes no shared-memory slots), chunks of rows of one
-    shift as the held rows'. None where no cluster holds them (float64 is not split)."""
+    shift as the held rows'. None where no cluster holds them (float64 is not split). A CTA more where that keeps more
+    SMs at work (split_shape's ``fill``): an H200 holds 15 clusters of 7 or of 8 (105 or 120 SMs), and at 8192 x 50257
+    8 took float32 rms_norm_backward 1447.3 -> 1379.2 us, layer_norm_backward 1719.7 -> 1642.9, the bf16 ones 1.0-1.9%
+    less (h200-2026-11-28-s47/ab-h200-split-fill.log); the forwards and the 16-byte path's backwards measured 0-2%
+    slower with it there."""
     if dtype == torch.float64:
         return None
     packs = _BWD_PACKS[dtype]
     e = f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}true, 0, true>"
-    split = split_shape("norms", e, packs, dtype, _whole_packs(cols, dtype), dev)
+    split = split_shape("norms", e, packs, dtype, _whole_packs(cols, dtype), dev, fill=True)
     # Not on one CTA: float32 LayerNorm's rows of 4100-8195 columns (beyond its held 2 packs, within one CTA of 4)
     # trapped there, launched without a cluster (an H200, h200-2026-11-28-s46/pytest-shifted-4.log); they take the
     # scalar path.
@@ -467,6 +471,29 @@ def _segmented_shape(name: str, dtype: torch.dtype, cols: int, dev: int, extra: 
     )
 
 
+_CHUNK_COST = 4
+
+
+@functools.lru_cache(maxsize=64)
+def _shifted_chunks(rows: int, period: int, per_block: int, cap: int) -> Tuple[int, int]:
+    """(rows per chunk, chunks) of a backward on shifted rows (kernels/norms.cu norm_bwd_run SHIFT): each chunk takes
+    rows of one of ``period`` shift classes, and the kernel counts period * ceil(ceil(rows / period) / rows per chunk)
+    chunks, looped over by at most ``cap`` blocks (clusters) of ``per_block`` row groups. The chunks per class are the
+    ones whose waves end soonest, a chunk costing _CHUNK_COST row groups' passes more (its weights, first loads and
+    partial row): ``cap`` need not be a multiple of ``period`` (15 clusters of 7 CTAs on an H200), and chunks cut to
+    cap // period per class had left clusters idle (rms_norm_backward bf16 8192 x 50257 1678.9 -> 997.0 us at a cost
+    of 1, h200-2026-11-28-s47/ab-h200-shifted-chunks.log; at 16384 x 12289 409.0 -> 441.8: 328 chunks in five waves
+    where 64 had taken one, which a cost of 4 keeps, ab-h200-shifted-chunks-2.log)."""
+    per_class = cdiv(rows, period)
+    best = (1 << 62, 0, 0)
+    for k in range(1, min(cdiv(per_class, per_block), 8 * cdiv(cap, period)) + 1):
+        rpc = cdiv(per_class, k)
+        chunks = period * cdiv(per_class, rpc)
+        span = cdiv(chunks, cap) * (cdiv(rpc, per_block) + _CHUNK_COST)
+        best = min(best, (span, chunks, rpc))
+    return best[2], best[1]
+
+
 def _launch_backward(
     name: str, x: torch.Tensor, head: tuple, gx: torch.Tensor, grads: tuple, extra: bool = False, **stats
 ) -> None:
@@ -484,12 +511,9 @@ def _launch_backward(
     path = row_path(cols, x.dtype, (*head, gx))
     shape, column_sum = _backward_shape(name, x.dtype, cols, x.get_device(), path, extra)
     if shape.shifted:
-        # Chunks of rows of one shift (kernels/norms.cu norm_bwd_run SHIFT): `period` classes of rows, each in chunks
-        # of rows_per_chunk; the kernel counts period * ceil(ceil(rows / period) / rows_per_chunk) of them.
         period = VEC[x.dtype] // math.gcd(cols, VEC[x.dtype])
-        per_class = cdiv(rows, period)
-        rows_per_chunk = cdiv(per_class, min(cdiv(per_class, shape.per_block), max(1, shape.cap // period)))
-        grid = chunks = period * cdiv(per_class, rows_per_chunk)
+        rows_per_chunk, chunks = _shifted_chunks(rows, period, shape.per_block, shape.cap)
+        grid = min(chunks, shape.cap)
     else:
         chunks = min(cdiv(rows, shape.per_block), shape.cap)
         rows_per_chunk = cdiv(rows, chunks)
