@@ -26,6 +26,7 @@
 #          ce-shifted (bench/exp_ce_shifted.sh: A/B of cross-entropy's shifted rows at odd widths),
 #          norms-shifted (bench/exp_norms_shifted.sh: A/B of the norm forwards' shifted rows at odd widths),
 #          shifted-chunks (bench/exp_shifted_chunks.sh: A/B of the norm backwards' chunks on shifted rows),
+#          shifted-bulk (bench/exp_shifted_bulk.sh: A/B of the 16-bit norm backwards' shifted rows by bulk copies),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments as shell words, e.g.
 #        "tests/test_llm_ops.py -k 'rope or swiglu'"),
@@ -103,6 +104,7 @@ for s in $steps; do
     ce-shifted) OUT=$OUT bash bench/exp_ce_shifted.sh ;;
     norms-shifted) OUT=$OUT bash bench/exp_norms_shifted.sh ;;
     shifted-chunks) OUT=$OUT bash bench/exp_shifted_chunks.sh ;;
+    shifted-bulk) OUT=$OUT bash bench/exp_shifted_bulk.sh ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
       | tee "$OUT/ties-softmax.log" | tail -8 ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;

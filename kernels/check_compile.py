@@ -201,6 +201,9 @@ def instantiations():
     norms += [f"{k}_bulk<{t}, 512, 1, {s}, true, {r}>" for k, s, r in split_bulk for t in b16]
     # ... on clusters fixed at compile time (_BWD_SPLIT_FIXED)
     norms += [f"kk_layer_norm_bwd_bulk<{t}, 512, 1, 5, true, 2, {c}>" for t in b16 for c in (2, 4, 8, 16)]
+    # ... and on shifted rows one block holds (SHIFT; ops/norms.py _shifted_bulk_backward)
+    norms += [f"kk_layer_norm_bwd_bulk<{t}, 320, 2, 3, false, 1, 0, true>" for t in b16]
+    norms += [f"kk_rms_norm_bwd_bulk<{t}, 320, 2, 3, false, 1, true>" for t in b16]
     # rows too wide for a cluster (ops/norms.py _segmented_shape; not float64, which keeps the streamed tail)
     seg_types = ("float", "__half", "__nv_bfloat16")
     norms += [f"kk_norm_bwd_seg_sums<{t}, {ln}>" for t in seg_types for ln in ("true", "false")]

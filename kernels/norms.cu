@@ -1025,6 +1025,27 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 // K rows share one reduction (their sums travel together): at one 512-thread CTA per SM, a split row's cluster
 // reduction is a round trip no other block overlaps, and K = 2 halves them (bf16 LayerNorm 8192 x 65536 965 -> 838 us
 // at six stages, h200-2026-11-23-s25/split-bulk2.log); rows one block holds measured slower at K = 2.
+// The N row sums of a block's threads (blockDim.x a multiple of 32), in every thread: the warps' butterflies, then
+// every thread adds the warp sums in warp order (the same bits in every thread) from buffer `parity` of red's two, so
+// that one barrier per reduction suffices; after it no thread reads the rows' stages.
+template <int N> __device__ __forceinline__ void bulk_block_sum(float (&v)[N], float* red, int parity) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int q = 0; q < N; ++q) v[q] += __shfl_xor_sync(0xffffffffu, v[q], o);
+  float* const rb = red + parity * N * 32;
+  if (lane == 0)
+#pragma unroll
+    for (int q = 0; q < N; ++q) rb[q * 32 + warp] = v[q];
+  __syncthreads();
+#pragma unroll
+  for (int q = 0; q < N; ++q) v[q] = 0.f;
+  for (int u = 0; u < nw; ++u)
+#pragma unroll
+    for (int q = 0; q < N; ++q) v[q] += rb[q * 32 + u];
+}
+
 template <bool LN, int S, bool SPLIT, int K, typename T, int CTAS = 0>
 __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, const T* __restrict__ x,
                                                 const T* __restrict__ w, const float* __restrict__ mean,
@@ -1043,7 +1064,6 @@ __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, cons
   __shared__ float red[2 * N * 32];  // two alternating buffers of the warps' row sums
   kk::check_fixed_geometry<CTAS>();
   const int tx = threadIdx.x, R = CTAS ? kk::kFixedThreads : int(blockDim.x);
-  const int lane = tx & 31, warp = tx >> 5, nw = R >> 5;
   const int cv = cols / W;
   const int p0 = SPLIT ? NP * R * int(blockIdx.y) : 0;  // the block's first pack
   // The block's bytes of a row per tensor: a whole row, or (SPLIT) up to NP * R packs from p0.
@@ -1125,28 +1145,10 @@ __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, cons
         }
       }
     }
-    if constexpr (SPLIT) {
-      // Across the cluster (kk::ClusterRowReduce): when it returns, every warp of this block has sent its sums, and so
-      // has read the stages of these rows.
-      cs(v);
-    } else {
-      // The warps' butterflies, then every thread adds the warp sums in warp order (the same bits in every thread) from
-      // one of two buffers, so that one barrier per reduction suffices; after it no thread reads these rows' stages.
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int q = 0; q < N; ++q) v[q] += __shfl_xor_sync(0xffffffffu, v[q], o);
-      float* const rb = red + ((i / K) & 1) * N * 32;
-      if (lane == 0)
-#pragma unroll
-        for (int q = 0; q < N; ++q) rb[q * 32 + warp] = v[q];
-      __syncthreads();
-#pragma unroll
-      for (int q = 0; q < N; ++q) v[q] = 0.f;
-      for (int u = 0; u < nw; ++u)
-#pragma unroll
-        for (int q = 0; q < N; ++q) v[q] += rb[q * 32 + u];
-    }
+    // Across the cluster (kk::ClusterRowReduce): when it returns, every warp of this block has sent its sums, and so
+    // has read the stages of these rows.
+    if constexpr (SPLIT) cs(v);
+    else bulk_block_sum(v, red, (i / K) & 1);
     if (tx == 0)
 #pragma unroll
       for (int q = 0; q < K; ++q) fill((i + q) % S, row + (q + S) * G);
@@ -1226,6 +1228,194 @@ __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, cons
     }
   }
   cs.finish();
+#else
+  __trap();  // bulk copies need sm_90+
+#endif
+}
+
+
+// norm_bwd_bulk_run on shifted rows one block holds (kk_*_norm_bwd_bulk with SHIFT; rows of any width, gy, x and gx
+// congruent16): a row is the U 16-byte units that hold it, from the one holding its first element (`lead` elements of
+// the unit before it) to the one holding its last, and each arrives whole by bulk copies (the units' bytes outside the
+// row lie in the same units of the tensors, which the loads of kk::load_shifted read too). Thread tx owns units tx and
+// R + tx; lanes outside the row are zeroed as they are read, so that they add nothing to the sums, and are not stored.
+// Chunks of rows of one shift as norm_bwd_run's (every row of a chunk has the same lead, so a thread's weight-gradient
+// sums keep their columns): block b takes chunks b, b + gridDim.x, ..., each into its partial row; its stages take its
+// rows in that order, S ahead, across chunks. Blocks are any multiple of 32 threads, where the register kernel's are
+// powers of two. Rows split over a cluster this way measured slower than the register kernel's (bf16 rms_norm_backward
+// 8192 x 50257 1043.5 against 975.5 us, h200-2026-11-28-s47/ab-h200-shifted-bulk.log): not kept.
+template <bool LN, int S, typename T>
+__device__ __forceinline__ void norm_bwd_bulk_shifted_run(const T* __restrict__ gy, const T* __restrict__ x,
+                                                        const T* __restrict__ w, const float* __restrict__ mean,
+                                                        const float* __restrict__ rstd, T* __restrict__ gx,
+                                                        float* __restrict__ pw, float* __restrict__ pb, long long rows,
+                                                        long long cols, long long rpc) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int W = kk::kVec<T>, NP = 2, NS = LN ? 2 : 1;
+  constexpr int kLogW = W == 8 ? 3 : 2;
+  using P = Vec<T, W>;
+  extern __shared__ uint4 kk_norms_dyn[];
+  __shared__ unsigned long long bars[S];
+  __shared__ float red[2 * NS * 32];  // two alternating buffers of the warps' row sums
+  const int tx = threadIdx.x, R = int(blockDim.x);
+  const long long most = (cols + 2 * W - 2) / W;  // the units of a row, at most
+  const unsigned stage_bytes = unsigned(most) * 16u;  // per tensor
+  if (blockDim.y != 1 || R % 32 != 0 || (long long)NP * R < most ||
+      kk::dyn_smem_bytes() < 2u * S * stage_bytes)
+    __trap();
+  const int lp = __ffsll(cols) - 1 < kLogW ? kLogW - (__ffsll(cols) - 1) : 0;  // log2 of the shift classes
+  const long long nchunks = kk::div_ll((((rows - 1) >> lp) + 1) + rpc - 1, rpc) << lp;
+  const long long G = gridDim.x;
+  // Chunk c's rows: cls + (i << lp) for i in [r0, r1).
+  auto chunk_rows = [&](long long c, long long& r0, long long& r1) {
+    const long long cls = c & ((1ll << lp) - 1);
+    r0 = (c >> lp) * rpc;
+    r1 = kk::min_ll(rows > cls ? ((rows - cls - 1) >> lp) + 1 : 0, r0 + rpc);
+    return cls;
+  };
+  auto lead_of = [&](const T* row) { return int((kk::addr(row) & 15ull) / sizeof(T)); };
+  unsigned char* const stages = reinterpret_cast<unsigned char*>(kk_norms_dyn);
+  auto bar = [&](int s) { return kk::smem_address(&bars[s]); };
+  auto stage = [&](int s) { return stages + 2u * s * stage_bytes; };  // x, then gy
+  // Thread 0's cursor over the block's rows (chunk, i, r1), S rows ahead of the reading; chunk >= nchunks at the end.
+  // In shared memory: the other threads would hold its registers too.
+  __shared__ long long cursor[3];
+  long long &fc = cursor[0], &fi = cursor[1], &fr1 = cursor[2];
+  auto seek = [&]() {  // from chunk fc on, to its first row
+    for (; fc < nchunks; fc += G) {
+      chunk_rows(fc, fi, fr1);
+      if (fi < fr1) return;
+    }
+  };
+  auto fill = [&](int s) {  // thread 0: the cursor's row into stage s, then the cursor on
+    if (fc >= nchunks) return;
+    long long r0, r1;
+    const long long row = chunk_rows(fc, r0, r1) + (fi << lp);
+    const T* const xr = x + row * cols;
+    const int lead = lead_of(xr);
+    const long long units = (lead + cols + W - 1) / W;
+    const unsigned bytes = unsigned(units) * 16u;
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // after the generic reads of the stage
+    kk::mbarrier_expect_tx(bar(s), 2 * bytes);
+    const long long at = row * cols - lead;  // 16-byte aligned in x and gy (congruent16)
+    kk::bulk_load(kk::smem_address(stage(s)), x + at, bytes, bar(s));
+    kk::bulk_load(kk::smem_address(stage(s) + stage_bytes), gy + at, bytes, bar(s));
+    if (++fi >= fr1) {
+      fc += G;
+      seek();
+    }
+  };
+  if (tx == 0) {
+    for (int s = 0; s < S; ++s) kk::mbarrier_init(bar(s), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    fc = blockIdx.x;
+    seek();
+    for (int s = 0; s < S; ++s) fill(s);
+  }
+  __syncthreads();
+  const float acols = float(cols);
+  long long n = 0;  // the block's rows read so far: row n sits in stage n % S, phase (n / S) & 1
+  for (long long chunk = blockIdx.x; chunk < nchunks; chunk += G) {
+    long long r0, r1;
+    const long long cls = chunk_rows(chunk, r0, r1);
+    const int lead = lead_of(x + cls * cols);
+    const long long units = (lead + cols + W - 1) / W;
+    // This thread's units k: their first column (u * W - lead; rows of fewer than kk::kShiftMaxCols columns), the
+    // lanes [lo, hi) in the row (lo = hi: none).
+    int c0[NP], lo[NP], hi[NP];
+    float wf[NP][W], aw[NP][W], ab[NP][W];
+    const unsigned wsb = unsigned((kk::addr(w) - unsigned(lead) * sizeof(T)) & 15ull);
+#pragma unroll
+    for (int k = 0; k < NP; ++k) {
+      const int u = k * R + tx;
+      c0[k] = int(u * W - lead);
+      lo[k] = u < units ? max(-c0[k], 0) : 0;
+      hi[k] = u < units ? int(kk::min_ll(cols - c0[k], W)) : 0;
+      if (lo[k] == 0 && hi[k] == W) {
+        kk::vec_to_acc(kk::load_shifted<kBwdLd<T>>(w + c0[k], wsb), wf[k]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < W; ++j) wf[k][j] = j >= lo[k] && j < hi[k] ? to_acc(w[c0[k] + j]) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < W; ++j) aw[k][j] = ab[k][j] = 0.f;
+    }
+    float rs = 0.f, mu = 0.f;
+    if (r0 < r1) {
+      rs = rstd[cls + (r0 << lp)];
+      mu = LN ? mean[cls + (r0 << lp)] : 0.f;
+    }
+    for (long long i = r0; i < r1; ++i, ++n) {
+      const long long row = cls + (i << lp);
+      const bool more = i + 1 < r1;  // the next row's stats, loaded ahead
+      const float rsn = more ? rstd[row + (1ll << lp)] : 0.f;
+      const float mun = LN && more ? mean[row + (1ll << lp)] : 0.f;
+      const int s = int(n % S);
+      kk::mbarrier_wait(bar(s), unsigned(n / S) & 1u);
+      const P* const sx = reinterpret_cast<const P*>(stage(s));
+      const P* const sg = reinterpret_cast<const P*>(stage(s) + stage_bytes);
+      P xv[NP], gv[NP];
+      float v[NS];
+#pragma unroll
+      for (int q = 0; q < NS; ++q) v[q] = 0.f;
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        if (lo[k] < hi[k]) {
+          xv[k] = sx[k * R + tx];
+          gv[k] = sg[k * R + tx];
+          if (lo[k] > 0 || hi[k] < W)
+#pragma unroll
+            for (int j = 0; j < W; ++j)
+              if (j < lo[k] || j >= hi[k]) xv[k].v[j] = gv[k].v[j] = T(0.f);
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            const float g = kk::acc_at(gv[k], j) * wf[k][j];
+            if constexpr (LN) v[0] += g;
+            v[NS - 1] = fmaf(g, LN ? kk::acc_at(xv[k], j) - mu : kk::acc_at(xv[k], j), v[NS - 1]);
+          }
+        }
+      }
+      bulk_block_sum(v, red, int(n & 1));  // after it no thread reads this row's stage
+      if (tx == 0) fill(s);
+      const float c1 = LN ? v[0] / acols : 0.f, c2 = rs * v[NS - 1] / acols;
+      T* const gxr = gx + row * cols;
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        if (lo[k] < hi[k]) {
+          float o[W];
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            const float dy = kk::acc_at(gv[k], j);
+            const float g = dy * wf[k][j];
+            const float xh = (LN ? kk::acc_at(xv[k], j) - mu : kk::acc_at(xv[k], j)) * rs;
+            o[j] = rs * (LN ? g - c1 - xh * c2 : g - xh * c2);
+            aw[k][j] = fmaf(dy, xh, aw[k][j]);
+            if constexpr (LN) ab[k][j] += dy;
+          }
+          if (lo[k] == 0 && hi[k] == W) {
+            store_vec<W>(gxr + c0[k], kk::acc_to_vec<T, W>(o));
+          } else {
+#pragma unroll
+            for (int j = 0; j < W; ++j)
+              if (j >= lo[k] && j < hi[k]) gxr[c0[k] + j] = kk::from_acc<T>(o[j]);
+          }
+        }
+      }
+      rs = rsn;
+      mu = mun;
+    }
+    // The chunk's partial row (zeros where it took no rows).
+    float* const pwr = pw + chunk * cols;
+    float* const pbr = LN ? pb + chunk * cols : nullptr;
+#pragma unroll
+    for (int k = 0; k < NP; ++k)
+#pragma unroll
+      for (int j = 0; j < W; ++j)
+        if (j >= lo[k] && j < hi[k]) {
+          pwr[c0[k] + j] = aw[k][j];
+          if constexpr (LN) pbr[c0[k] + j] = ab[k][j];
+        }
+  }
 #else
   __trap();  // bulk copies need sm_90+
 #endif
@@ -1501,16 +1691,27 @@ kk_layer_norm_bwd(const T* __restrict__ gy, const T* __restrict__ x, const T* __
 //   all; the resident blocks are fastest). Without SPLIT the grid may be clusters of (P, 1, 1): their blocks add up their
 //   sums into partial row b / P (G / P rows; the stages must then hold 64 * R bytes, 32 * R for RMSNorm).
 //   rows_per_chunk is not read: the signature is kk_layer_norm_bwd's, so that the host launches both alike.
-template <typename T, int NT, int MINB, int S, bool SPLIT, int K, int CTAS = 0>
+//   SHIFT (K = 1, CTAS = 0, no SPLIT): shifted rows one block holds, in chunks of rows_per_chunk rows of one shift as
+//   kk_layer_norm_bwd's with SHIFT (kk_norms::norm_bwd_bulk_shifted_run); gy, x and gx congruent16; a block of any
+//   multiple of 32 threads, two 16-byte units of a row each, its stages 2 * S * floor((cols + 2 * VEC - 2) / VEC) * 16
+//   bytes.
+template <typename T, int NT, int MINB, int S, bool SPLIT, int K, int CTAS = 0, bool SHIFT = false>
 __global__ void __launch_bounds__(NT, MINB)
 kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                        const float* __restrict__ mean, const float* __restrict__ rstd, T* __restrict__ gx,
                        float* __restrict__ partial_w, float* __restrict__ partial_b, long long rows, long long cols,
                        long long rows_per_chunk) {
   static_assert(sizeof(T) == 2, "16-bit rows");
+  static_assert(!SHIFT || (K == 1 && CTAS == 0 && !SPLIT), "shifted rows: held in one block, one row per reduction");
   kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0) return;
   if constexpr (SPLIT) kk::check_split<true>();
+  if constexpr (SHIFT) {
+    if (!kk::congruent16((kk::addr(gy) ^ kk::addr(x)) | (kk::addr(gx) ^ kk::addr(x)))) __trap();
+    kk_norms::norm_bwd_bulk_shifted_run<true, S>(gy, x, w, mean, rstd, gx, partial_w, partial_b, rows, cols,
+                                                 rows_per_chunk);
+    return;
+  }
   if (cols % kk::kVec<T> != 0 || cols > 2LL * kk::kVec<T> * NT * (SPLIT ? gridDim.y : 1) ||
       !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
     __trap();
@@ -1521,15 +1722,22 @@ kk_layer_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const 
 // RMSNorm backward of 16-bit rows that one block (SPLIT: one cluster) of at most NT threads holds, their x and gy
 // brought by bulk copies as in kk_layer_norm_bwd_bulk. Results and partials as kk_rms_norm_bwd's without g_extra (which
 // must be nullptr). Launch: as kk_layer_norm_bwd_bulk.
-template <typename T, int NT, int MINB, int S, bool SPLIT, int K>
+template <typename T, int NT, int MINB, int S, bool SPLIT, int K, bool SHIFT = false>
 __global__ void __launch_bounds__(NT, MINB)
 kk_rms_norm_bwd_bulk(const T* __restrict__ gy, const T* __restrict__ x, const T* __restrict__ w,
                      const float* __restrict__ rstd, const T* __restrict__ g_extra, T* __restrict__ gx,
                      float* __restrict__ partial, long long rows, long long cols, long long rows_per_chunk) {
   static_assert(sizeof(T) == 2, "16-bit rows");
+  static_assert(!SHIFT || (K == 1 && !SPLIT), "shifted rows: held in one block, one row per reduction");
   kk::pdl_trigger();  // as in kk_rms_norm_bwd
   if (rows <= 0 || cols <= 0) return;
   if constexpr (SPLIT) kk::check_split<true>();
+  if constexpr (SHIFT) {
+    if (g_extra != nullptr || !kk::congruent16((kk::addr(gy) ^ kk::addr(x)) | (kk::addr(gx) ^ kk::addr(x)))) __trap();
+    kk_norms::norm_bwd_bulk_shifted_run<false, S>(gy, x, w, nullptr, rstd, gx, partial, nullptr, rows, cols,
+                                                  rows_per_chunk);
+    return;
+  }
   if (g_extra != nullptr || cols % kk::kVec<T> != 0 || cols > 2LL * kk::kVec<T> * NT * (SPLIT ? gridDim.y : 1) ||
       !kk::aligned16(kk::addr(gy) | kk::addr(x) | kk::addr(w) | kk::addr(gx)))
     __trap();

@@ -99,11 +99,13 @@ def test_norm_forwards_on_shifted_rows(dtype, cols):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 4097, 8195, 8199, 9001, 50257])
+@pytest.mark.parametrize("cols", [1, 7, 257, 1001, 3001, 4097, 5001, 8195, 8199, 9001, 50257])
 @pytest.mark.parametrize("rows", [3, 37])
 def test_norm_backwards_on_shifted_rows(dtype, cols, rows):
     """The norm backwards' rows off the 16-byte path take shifted rows (kernels/norms.cu norm_bwd_run SHIFT), held in
-    one block or split over a cluster (sm_90+; float64's take the scalar path): each chunk takes rows of one shift, so
+    one block (16-bit LayerNorm and RMSNorm at 3001 and 5001 columns by the bulk kernels' SHIFT,
+    norm_bwd_bulk_shifted_run) or split over a cluster (sm_90+; float64's take the scalar path): each chunk takes rows
+    of one shift, so
     that a thread's weight-gradient sums keep their columns; with 3 rows most shift classes have none, and their chunks'
     partials are zeros. The input and weight (and bias) gradients agree with the CPU and are bitwise the same across
     runs."""

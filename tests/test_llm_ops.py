@@ -1402,8 +1402,8 @@ def test_norm_shifted_rows_beyond_one_block_split_over_a_cluster(monkeypatch):
 
     norms = _stub_kernels(monkeypatch, "norms", occupancy=1, clusters=_h200_clusters)
     monkeypatch.setattr(_runtime, "kernel", lambda family, expr: _StubKernel(expr, 1, _h200_clusters))
-    monkeypatch.setattr(_runtime, "has_clusters", lambda dev: True)
     for module in (norms, _runtime):
+        monkeypatch.setattr(module, "has_clusters", lambda dev: True)
         monkeypatch.setattr(module, "sm_count", lambda dev: 132)
     norms._forward_shape.cache_clear()
     norms._backward_shape.cache_clear()
@@ -1433,6 +1433,25 @@ def test_norm_shifted_rows_beyond_one_block_split_over_a_cluster(monkeypatch):
             assert (shape.shifted, shape.ctas) == (ctas > 0, max(ctas, 1)), (name, dtype, cols, shape.kernel.name)
         expr = "kk_rms_norm_bwd<__nv_bfloat16, false, 2, 1, false, true, 0, true>"
         assert _runtime.split_shape("norms", expr, 2, torch.bfloat16, 50256, 0).ctas == 7
+        # 16-bit LayerNorm and RMSNorm rows (not add_rms_norm's) one block holds take the bulk kernels where their
+        # blocks (a row's 16-byte units, two a thread, any multiple of 32 threads up to 320) are smaller than the
+        # register kernel's (a power of two): 5001 columns, 626 units, 320 threads against 512
+        bf16 = "__nv_bfloat16"
+        kernels = {  # (name, cols, extra) -> (kernel, block, dynamic shared memory)
+            ("kk_rms_norm_bwd", 5001, False): (f"kk_rms_norm_bwd_bulk<{bf16}, 320, 2, 3, false, 1, true>", 320, 60096),
+            ("kk_layer_norm_bwd", 5001, False): (
+                f"kk_layer_norm_bwd_bulk<{bf16}, 320, 2, 3, false, 1, 0, true>",
+                320,
+                60096,
+            ),
+            ("kk_rms_norm_bwd", 4097, False): (f"kk_rms_norm_bwd<{bf16}, false, 2, 1, false, false, 0, true>", 256, 0),
+            ("kk_rms_norm_bwd", 5001, True): (f"kk_rms_norm_bwd<{bf16}, false, 2, 1, true, false, 0, true>", 512, 0),
+            ("kk_rms_norm_bwd", 8199, False): (f"kk_rms_norm_bwd<{bf16}, false, 2, 1, false, false, 0, true>", 512, 0),
+            ("kk_rms_norm_bwd", 50257, False): (f"kk_rms_norm_bwd<{bf16}, false, 2, 1, false, true, 0, true>", 512, 0),
+        }
+        for (name, cols, extra), (expr, threads, smem) in kernels.items():
+            shape, _ = norms._backward_shape(name, torch.bfloat16, cols, 0, SHIFTED, extra)
+            assert (shape.kernel.name, shape.block[0], shape.smem, shape.shifted) == (expr, threads, smem, True)
     finally:
         norms._forward_shape.cache_clear()
         norms._backward_shape.cache_clear()

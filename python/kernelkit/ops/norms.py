@@ -344,6 +344,9 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: st
             split = _shifted_split_backward(name, dtype, cols, dev, extra_arg)
             return (split, column_sum) if split else _backward_shape(name, dtype, cols, dev, SCALAR, extra)
         r = max(r, 2 * VEC[dtype])  # a thread for each extra element (fewer than two packs' worth)
+        bulk = _shifted_bulk_backward(name, dtype, cols, dev, extra, r)
+        if bulk:
+            return bulk, column_sum
         y = max(1, 128 // r)
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}false, 0, true>")
         return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev), shifted=True), column_sum
@@ -399,6 +402,35 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: st
     suffix = f", {packs}, 1, true" if extra else ""
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, {str(tail).lower()}{suffix}>")
     return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev)), column_sum
+
+
+_SHIFTED_BULK = True
+_SHIFTED_BULK_THREADS = 320  # NT of the bulk kernels' SHIFT instantiations
+
+
+def _shifted_bulk_backward(
+    name: str, dtype: torch.dtype, cols: int, dev: int, extra: bool, r: int
+) -> Optional[RowShape]:
+    """16-bit LayerNorm and RMSNorm rows (not add_rms_norm's) on shifted rows one block holds (sm_90+), where the bulk
+    kernels' SHIFT (kernels/norms.cu norm_bwd_bulk_shifted_run: each row's 16-byte units by bulk copies, two per thread,
+    in blocks of any multiple of 32 threads up to 320: 94-96 registers at two blocks per SM; LayerNorm's spill at 384)
+    takes fewer threads than the register kernel's block of ``r`` (a power of two) would. bf16 at 32768 rows
+    (h200-2026-11-28-s47/ab-h200-shifted-bulk-2.log): 5001 columns (a block of 512 with 312 threads at work, against
+    320) rms_norm_backward 375.2 -> 280.9 us, layer_norm_backward 449.1 -> 308.7; 4500 356.2 -> 253.5 and 428.2 ->
+    273.5; 3001 (256 against 192) 1.10x. Where both take about the same threads the bulk kernel measured 1-4% slower
+    (4097 and 2049 columns: it holds more registers than the 16-byte path's), and split over a cluster 0.86-1.0x
+    (ab-h200-shifted-bulk.log). None elsewhere."""
+    if extra or dtype not in _B16 or not has_clusters(dev) or not _SHIFTED_BULK:
+        return None
+    units = (cols + 2 * VEC[dtype] - 2) // VEC[dtype]  # a row's 16-byte units, at most: ceil((cols + VEC - 1) / VEC)
+    threads = 32 * cdiv(cdiv(units, 2), 32)
+    if threads > _SHIFTED_BULK_THREADS or threads >= r:
+        return None
+    ctas = ", 0" if name == "kk_layer_norm_bwd" else ""  # LayerNorm's CTAS: no fixed geometry
+    nt = _SHIFTED_BULK_THREADS
+    k = kernel("norms", f"{name}_bulk<{CTYPE[dtype]}, {nt}, 2, {_BWD_BULK_STAGES}, false, 1{ctas}, true>")
+    smem = 2 * _BWD_BULK_STAGES * units * 16
+    return RowShape(k, (threads, 1), 1, resident_blocks(k, threads, dev, smem), smem=smem, shifted=True)
 
 
 def _shifted_split_backward(name: str, dtype: torch.dtype, cols: int, dev: int, extra_arg: str) -> Optional[RowShape]:
