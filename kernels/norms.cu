@@ -1012,19 +1012,6 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 }
 
 // ------------------------------------------------------------------------------------------------
-// The backward of 16-bit LayerNorm (LN) or RMSNorm rows one block holds, or (SPLIT) a cluster of gridDim.y blocks
-// holds (sm_90+, 16-byte path; kk_layer_norm_bwd_bulk, kk_rms_norm_bwd_bulk): each row's x and gy (SPLIT: the block's
-// slice of them) arrive in one of S shared-memory stages by two bulk copies, issued S rows ahead by thread 0 once every
-// thread has read the stage the row replaces. The register prefetch of norm_bwd_run keeps one row ahead, which at two
-// blocks per SM left 32 KB in flight per SM at 4096 columns (81-88% of copy); the bulk copies hold none of the
-// registers. The math and the rounding are norm_bwd_run's for 16-bit rows (kScaleOnce), 2 packs per thread and tensor:
-// thread tx of the block of rank q in its cluster (0 unless SPLIT) owns packs P + tx and P + R + tx, P = 2 * R * q, so
-// that each block's slice of a row is one contiguous copy. Block (or cluster) b takes rows b, b + gridDim.x, ... and
-// writes their weight (and bias) gradient sums to partial row b: the blocks' rows in flight lie together, 3-4% faster
-// than chunks of consecutive rows (bench/exp_ln_bwd_launch.py, h200-2026-11-23-s24/ln-bwd-launch2.log).
-// K rows share one reduction (their sums travel together): at one 512-thread CTA per SM, a split row's cluster
-// reduction is a round trip no other block overlaps, and K = 2 halves them (bf16 LayerNorm 8192 x 65536 965 -> 838 us
-// at six stages, h200-2026-11-23-s25/split-bulk2.log); rows one block holds measured slower at K = 2.
 // The N row sums of a block's threads (blockDim.x a multiple of 32), in every thread: the warps' butterflies, then
 // every thread adds the warp sums in warp order (the same bits in every thread) from buffer `parity` of red's two, so
 // that one barrier per reduction suffices; after it no thread reads the rows' stages.
@@ -1046,6 +1033,19 @@ template <int N> __device__ __forceinline__ void bulk_block_sum(float (&v)[N], f
     for (int q = 0; q < N; ++q) v[q] += rb[q * 32 + u];
 }
 
+// The backward of 16-bit LayerNorm (LN) or RMSNorm rows one block holds, or (SPLIT) a cluster of gridDim.y blocks
+// holds (sm_90+, 16-byte path; kk_layer_norm_bwd_bulk, kk_rms_norm_bwd_bulk): each row's x and gy (SPLIT: the block's
+// slice of them) arrive in one of S shared-memory stages by two bulk copies, issued S rows ahead by thread 0 once every
+// thread has read the stage the row replaces. The register prefetch of norm_bwd_run keeps one row ahead, which at two
+// blocks per SM left 32 KB in flight per SM at 4096 columns (81-88% of copy); the bulk copies hold none of the
+// registers. The math and the rounding are norm_bwd_run's for 16-bit rows (kScaleOnce), 2 packs per thread and tensor:
+// thread tx of the block of rank q in its cluster (0 unless SPLIT) owns packs P + tx and P + R + tx, P = 2 * R * q, so
+// that each block's slice of a row is one contiguous copy. Block (or cluster) b takes rows b, b + gridDim.x, ... and
+// writes their weight (and bias) gradient sums to partial row b: the blocks' rows in flight lie together, 3-4% faster
+// than chunks of consecutive rows (bench/exp_ln_bwd_launch.py, h200-2026-11-23-s24/ln-bwd-launch2.log).
+// K rows share one reduction (their sums travel together): at one 512-thread CTA per SM, a split row's cluster
+// reduction is a round trip no other block overlaps, and K = 2 halves them (bf16 LayerNorm 8192 x 65536 965 -> 838 us
+// at six stages, h200-2026-11-23-s25/split-bulk2.log); rows one block holds measured slower at K = 2.
 template <bool LN, int S, bool SPLIT, int K, typename T, int CTAS = 0>
 __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, const T* __restrict__ x,
                                                 const T* __restrict__ w, const float* __restrict__ mean,
@@ -1232,7 +1232,6 @@ __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, cons
   __trap();  // bulk copies need sm_90+
 #endif
 }
-
 
 // norm_bwd_bulk_run on shifted rows one block holds (kk_*_norm_bwd_bulk with SHIFT; rows of any width, gy, x and gx
 // congruent16): a row is the U 16-byte units that hold it, from the one holding its first element (`lead` elements of

@@ -404,7 +404,7 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: st
     return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev)), column_sum
 
 
-_SHIFTED_BULK = True
+_SHIFTED_BULK = True  # off: the register kernels there (bench/exp_shifted_bulk.sh's B)
 _SHIFTED_BULK_THREADS = 320  # NT of the bulk kernels' SHIFT instantiations
 
 
