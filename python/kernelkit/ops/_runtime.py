@@ -177,8 +177,10 @@ def split_shape(
         return RowShape(k, (r, 1), 1, clusters, ctas, smem) if clusters else None
 
     best = shape(least)
-    if fill and best and least < most and best.cap * least < resident_blocks(best.kernel, best.block[0], dev):
-        wider = shape(least + 1)
+    if fill and best and least < most:
+        # fewer CTAs at work than the GPU holds at once
+        idle = best.cap * least < resident_blocks(best.kernel, best.block[0], dev, best.smem)
+        wider = shape(least + 1) if idle else None
         if wider and wider.cap * wider.ctas > best.cap * least:
             best = wider
     return best
