@@ -394,9 +394,13 @@ struct RowShift {
     return i < first ? i - first : nv * W + (i - first);
   }
 };
+// The elements before p in its 16-byte unit.
+template <typename T> __device__ __forceinline__ int unit_lead(const T* p) {
+  return int((addr(p) & 15ull) / sizeof(T));
+}
 template <typename T> __device__ __forceinline__ RowShift row_shift(const T* row, long long cols) {
   constexpr int V = kVec<T>;
-  const int before = int((addr(row) & 15ull) / sizeof(T));  // elements since the last 16-byte boundary
+  const int before = unit_lead(row);
   const long long head = min_ll((V - before) & (V - 1), cols);
   const long long nv = (long long)((unsigned long long)(cols - head) / V);
   return RowShift{head, nv, int(cols - nv * V)};

@@ -683,6 +683,33 @@ __device__ __forceinline__ void rms_fwd_wide_run(const T* __restrict__ x, const 
 }
 
 // ------------------------------------------------------------------------------------------------
+// A backward's chunks of rows (norm_bwd_run, norm_bwd_bulk_shifted_run). Shifted rows (SHIFT) take rows of one shift:
+// rows r and r' share it where (r - r') * cols is a multiple of W, every P-th row (P = 2^lp = W / gcd(cols, W)), so
+// chunk c takes rows cls + (i << lp) of class cls = c % P, for i in [(c / P) * rpc, (c / P + 1) * rpc), and there are
+// P * ceil(ceil(rows / P) / rpc) chunks (some may take no rows). Without SHIFT (lp = 0): rpc consecutive rows each.
+template <bool SHIFT> struct ShiftChunks {
+  int lp;  // log2(P); 0 without SHIFT
+  long long rows, rpc;
+  __device__ __forceinline__ long long count() const {
+    if constexpr (SHIFT) return kk::div_ll((((rows - 1) >> lp) + 1) + rpc - 1, rpc) << lp;
+    else return kk::div_ll(rows + rpc - 1, rpc);
+  }
+  // Chunk c's class (the row its rows start from) and the range [r0, r1) of its rows' i.
+  __device__ __forceinline__ long long rows_of(long long c, long long& r0, long long& r1) const {
+    const long long cls = SHIFT ? c & ((1ll << lp) - 1) : 0;
+    r0 = (c >> lp) * rpc;
+    r1 = kk::min_ll(SHIFT ? (rows > cls ? ((rows - cls - 1) >> lp) + 1 : 0) : rows, r0 + rpc);
+    return cls;
+  }
+};
+template <int W, bool SHIFT>
+__device__ __forceinline__ ShiftChunks<SHIFT> shift_chunks(long long rows, long long cols, long long rpc) {
+  constexpr int kLogW = W == 8 ? 3 : W == 4 ? 2 : W == 2 ? 1 : 0;
+  const int tz = __ffsll(cols) - 1;  // cols > 0
+  return ShiftChunks<SHIFT>{SHIFT && tz < kLogW ? kLogW - tz : 0, rows, rpc};
+}
+
+// ------------------------------------------------------------------------------------------------
 // Backward (LN = false: RMSNorm, true: LayerNorm), per row with xh = (x - mu) * rs (mu = 0 for RMS),
 // g = gy * w (A):
 //   RMS: gx = rs * (g - xh * sum(g*xh)/cols) (+ g_extra)
@@ -693,11 +720,9 @@ __device__ __forceinline__ void rms_fwd_wide_run(const T* __restrict__ x, const 
 // row of pw/pb (read-modify-write by the owning thread, rows in order; row groups serialized by barriers).
 // SMEM (one row group per block, 16-byte path): 1 keeps the pw/pb sums of the register part in dynamic shared
 // memory (PackSlots) instead of registers, 2 the float weights too; fewer registers, more blocks per SM.
-// SHIFT (no TAIL or SMEM; split rows on clusters of 2 or more CTAs): rows of any width on the 16-byte path (kk::RowShift). A thread's weight-gradient
-// sums hold the same columns over its chunk's rows only where those rows share their shift, so chunks take rows of one
-// shift: rows r and r' share it where (r - r') * cols is a multiple of W, every P-th row (P = W / gcd(cols, W)); chunk
-// c takes rows s + P * i of class s = c % P, for i in [(c / P) * rpc, (c / P + 1) * rpc), and there are
-// P * ceil(ceil(rows / P) / rpc) chunks (some may take no rows: their partials are zeros).
+// SHIFT (no TAIL or SMEM; split rows on clusters of 2 or more CTAs): rows of any width on the 16-byte path
+// (kk::RowShift). A thread's weight-gradient sums hold the same columns over its chunk's rows only where those rows
+// share their shift, so chunks take rows of one shift (ShiftChunks; a chunk with no rows writes zero partials).
 template <int NP, int W, bool LN, bool TAIL, bool EXTRA, bool SPLIT, int SMEM, int MINB, typename T, bool SHIFT = false>
 __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* __restrict__ x,
                                              const T* __restrict__ w, const acc_t<T>* __restrict__ mean,
@@ -724,11 +749,9 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       !TAIL && (SMEM ? MINB == 1 || kSmemRoomForNextRow : !(LN && SPLIT && sizeof(T) == 4));
   const A acols = A(cols);
   static_assert(!SHIFT || (!TAIL && SMEM == 0), "shifted rows (split or not) are held in registers, their sums too");
-  constexpr int kLogW = W == 8 ? 3 : W == 4 ? 2 : W == 2 ? 1 : 0;
-  const int tz = __ffsll(cols) - 1;                   // cols > 0
-  const int lp = SHIFT && tz < kLogW ? kLogW - tz : 0;  // log2(P)
-  const long long nchunks = SHIFT ? kk::div_ll((((rows - 1) >> lp) + 1) + rpc - 1, rpc) << lp
-                                  : kk::div_ll(rows + rpc - 1, rpc);
+  const auto chunks = shift_chunks<W, SHIFT>(rows, cols, rpc);
+  const int lp = chunks.lp;
+  const long long nchunks = chunks.count();
   // Shared-memory slot arrays (SMEM): the weights (SMEM 2), then the pw sums, then the pb sums (LN), then the extra
   // gradient (kAsyncExtra).
   extern __shared__ uint4 kk_norms_dyn[];
@@ -765,10 +788,8 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
     }
   };
   for (long long chunk = blockIdx.x; chunk < nchunks; chunk += gridDim.x) {
-    // The chunk's rows: cls + (i << lp) for i in [r0, r1) (without SHIFT, rows r0 to r1).
-    const long long cls = SHIFT ? chunk & ((1ll << lp) - 1) : 0;
-    const long long r0 = (chunk >> lp) * rpc;
-    const long long r1 = kk::min_ll(SHIFT ? (rows > cls ? ((rows - cls - 1) >> lp) + 1 : 0) : rows, r0 + rpc);
+    long long r0, r1;  // the chunk's rows: cls + (i << lp) for i in [r0, r1)
+    const long long cls = chunks.rows_of(chunk, r0, r1);
     // SHIFT: the rows' shift, this thread's extra element and its weight, and its weight packs at the rows' shift.
     kk::RowShift sh{0, cv, 0};
     kk::Extra ex{};
@@ -1238,7 +1259,7 @@ __device__ __forceinline__ void norm_bwd_bulk_run(const T* __restrict__ gy, cons
 // the unit before it) to the one holding its last, and each arrives whole by bulk copies (the units' bytes outside the
 // row lie in the same units of the tensors, which the loads of kk::load_shifted read too). Thread tx owns units tx and
 // R + tx; lanes outside the row are zeroed as they are read, so that they add nothing to the sums, and are not stored.
-// Chunks of rows of one shift as norm_bwd_run's (every row of a chunk has the same lead, so a thread's weight-gradient
+// Chunks of rows of one shift (ShiftChunks: every row of a chunk has the same lead, so a thread's weight-gradient
 // sums keep their columns): block b takes chunks b, b + gridDim.x, ..., each into its partial row; its stages take its
 // rows in that order, S ahead, across chunks. Blocks are any multiple of 32 threads, where the register kernel's are
 // powers of two. Rows split over a cluster this way measured slower than the register kernel's (bf16 rms_norm_backward
@@ -1251,7 +1272,6 @@ __device__ __forceinline__ void norm_bwd_bulk_shifted_run(const T* __restrict__ 
                                                         long long cols, long long rpc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int W = kk::kVec<T>, NP = 2, NS = LN ? 2 : 1;
-  constexpr int kLogW = W == 8 ? 3 : 2;
   using P = Vec<T, W>;
   extern __shared__ uint4 kk_norms_dyn[];
   __shared__ unsigned long long bars[S];
@@ -1262,17 +1282,11 @@ __device__ __forceinline__ void norm_bwd_bulk_shifted_run(const T* __restrict__ 
   if (blockDim.y != 1 || R % 32 != 0 || (long long)NP * R < most ||
       kk::dyn_smem_bytes() < 2u * S * stage_bytes)
     __trap();
-  const int lp = __ffsll(cols) - 1 < kLogW ? kLogW - (__ffsll(cols) - 1) : 0;  // log2 of the shift classes
-  const long long nchunks = kk::div_ll((((rows - 1) >> lp) + 1) + rpc - 1, rpc) << lp;
+  const auto chunks = shift_chunks<W, true>(rows, cols, rpc);
+  const int lp = chunks.lp;
+  const long long nchunks = chunks.count();
   const long long G = gridDim.x;
-  // Chunk c's rows: cls + (i << lp) for i in [r0, r1).
-  auto chunk_rows = [&](long long c, long long& r0, long long& r1) {
-    const long long cls = c & ((1ll << lp) - 1);
-    r0 = (c >> lp) * rpc;
-    r1 = kk::min_ll(rows > cls ? ((rows - cls - 1) >> lp) + 1 : 0, r0 + rpc);
-    return cls;
-  };
-  auto lead_of = [&](const T* row) { return int((kk::addr(row) & 15ull) / sizeof(T)); };
+  auto units_of = [&](int lead) { return (lead + cols + W - 1) / W; };  // a row's 16-byte units
   unsigned char* const stages = reinterpret_cast<unsigned char*>(kk_norms_dyn);
   auto bar = [&](int s) { return kk::smem_address(&bars[s]); };
   auto stage = [&](int s) { return stages + 2u * s * stage_bytes; };  // x, then gy
@@ -1282,18 +1296,16 @@ __device__ __forceinline__ void norm_bwd_bulk_shifted_run(const T* __restrict__ 
   long long &fc = cursor[0], &fi = cursor[1], &fr1 = cursor[2];
   auto seek = [&]() {  // from chunk fc on, to its first row
     for (; fc < nchunks; fc += G) {
-      chunk_rows(fc, fi, fr1);
+      chunks.rows_of(fc, fi, fr1);
       if (fi < fr1) return;
     }
   };
   auto fill = [&](int s) {  // thread 0: the cursor's row into stage s, then the cursor on
     if (fc >= nchunks) return;
     long long r0, r1;
-    const long long row = chunk_rows(fc, r0, r1) + (fi << lp);
-    const T* const xr = x + row * cols;
-    const int lead = lead_of(xr);
-    const long long units = (lead + cols + W - 1) / W;
-    const unsigned bytes = unsigned(units) * 16u;
+    const long long row = chunks.rows_of(fc, r0, r1) + (fi << lp);
+    const int lead = kk::unit_lead(x + row * cols);
+    const unsigned bytes = unsigned(units_of(lead)) * 16u;
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // after the generic reads of the stage
     kk::mbarrier_expect_tx(bar(s), 2 * bytes);
     const long long at = row * cols - lead;  // 16-byte aligned in x and gy (congruent16)
@@ -1316,9 +1328,9 @@ __device__ __forceinline__ void norm_bwd_bulk_shifted_run(const T* __restrict__ 
   long long n = 0;  // the block's rows read so far: row n sits in stage n % S, phase (n / S) & 1
   for (long long chunk = blockIdx.x; chunk < nchunks; chunk += G) {
     long long r0, r1;
-    const long long cls = chunk_rows(chunk, r0, r1);
-    const int lead = lead_of(x + cls * cols);
-    const long long units = (lead + cols + W - 1) / W;
+    const long long cls = chunks.rows_of(chunk, r0, r1);
+    const int lead = kk::unit_lead(x + cls * cols);
+    const long long units = units_of(lead);
     // This thread's units k: their first column (u * W - lead; rows of fewer than kk::kShiftMaxCols columns), the
     // lanes [lo, hi) in the row (lo = hi: none).
     int c0[NP], lo[NP], hi[NP];

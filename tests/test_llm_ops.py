@@ -1346,13 +1346,14 @@ def test_softmax_warp_rows_take_the_first_fit_that_holds_them(monkeypatch):
 def test_shifted_rows_take_the_threads_of_their_whole_packs():
     """A shifted row holds at most cols // VEC whole packs, its extra elements going one to a thread (kk::RowShift):
     4097 bf16 columns take the threads of 4096, not twice as many with half their packs empty, and a row is held in
-    one block up to 512 threads' packs plus its extra elements (kernels/norms.cu check_fits_shifted)."""
+    one block up to 512 threads' packs plus its extra elements (kernels/norms.cu check_fits_shifted); rows narrower than
+    two packs get 2 * VEC threads, one for each extra element."""
     bf16 = torch.bfloat16
     assert norms._row_block(4, bf16, 4097, True, True) == norms._row_block(4, bf16, 4096, True) == (128, 1, False)
     assert norms._row_block(4, bf16, 4097, True) == (256, 1, False)  # counted as aligned: half the packs empty
     assert norms._row_block(2, bf16, 8199, True, True) == (512, 1, False)
     assert norms._row_block(2, bf16, 8200, True, True)[2]  # 1025 packs: beyond one block
-    assert norms._row_block(4, torch.float32, 7, True, True)[0] == 1  # one pack; the kernel then takes 2 * VEC threads
+    assert norms._row_block(4, torch.float32, 7, True, True) == (8, 16, False)  # one pack, 3 extra elements
 
 
 @pytest.mark.parametrize(

@@ -239,11 +239,14 @@ def _whole_packs(cols: int, dtype: torch.dtype) -> int:
 
 def _row_block(packs: int, dtype: torch.dtype, cols: int, vec: bool, shifted: bool = False) -> Tuple[int, int, bool]:
     """(R, Y, whether rows have a streamed tail). ``shifted``: rows on the shifted path, whose packs are at most
-    cols // VEC whole ones (their extra elements go one to a thread): 4097 bf16 columns take the threads of 4096, not
-    twice as many with half their packs empty (rms_norm on an H200: 196.2 us against 128.6 at 4096)."""
+    cols // VEC whole ones and whose extra elements (fewer than two packs' worth) go one to a thread: 4097 bf16 columns
+    take the threads of 4096, not twice as many with half their packs empty (rms_norm on an H200: 196.2 us against
+    128.6 at 4096), and rows narrower than two packs 2 * VEC threads."""
     e = packs * VEC[dtype] if vec else packs
     held = _whole_packs(cols, dtype) if shifted else cols
     r = min(pow2ceil(cdiv(held, e)), 512)
+    if shifted:
+        r = max(r, 2 * VEC[dtype])
     return r, max(1, 128 // r), held > 512 * e
 
 
@@ -269,9 +272,6 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
     r, y, tail = _row_block(packs, dtype, cols, vec, path == SHIFTED)
     if tail and path == SHIFTED:
         return _shifted_split_shape(name, dtype, cols, dev) or _forward_shape(name, dtype, cols, dev, SCALAR)
-    if path == SHIFTED and r < 2 * VEC[dtype]:  # a thread for each extra element (fewer than two packs' worth)
-        r = 2 * VEC[dtype]
-        y = max(1, 128 // r)
     if tail:
         # Rows too long for one block's registers: split over a cluster (without the tail code every
         # forward fits its default packs in 64 registers), else stream the tail.
@@ -343,11 +343,9 @@ def _backward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: st
         if tail:  # beyond one block
             split = _shifted_split_backward(name, dtype, cols, dev, extra_arg)
             return (split, column_sum) if split else _backward_shape(name, dtype, cols, dev, SCALAR, extra)
-        r = max(r, 2 * VEC[dtype])  # a thread for each extra element (fewer than two packs' worth)
         bulk = _shifted_bulk_backward(name, dtype, cols, dev, extra, r)
         if bulk:
             return bulk, column_sum
-        y = max(1, 128 // r)
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, 1, {extra_arg}false, 0, true>")
         return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev), shifted=True), column_sum
     packs = _BWD_PACKS[dtype]
