@@ -60,6 +60,8 @@ constexpr int kTwoReductionThreads = 128;
 // (ab-h100-softmax-*-1pack.log).
 template <int RP, int W, int MAXT, int MINB> constexpr bool kKeepExps = RP * W <= 16 && 65536 / (MAXT * MINB) >= 40;
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
+// ... in the cross-entropy backward's streamed rows (ce_bwd_row; bench/exp_ce_bwd_bf16.sh tries 8 for 16-bit)
+template <typename T> constexpr int kCeBwdU = kU<T>;
 // cross-entropy: a warp per row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
 constexpr int kWarpRowPacks = 2048;
 
@@ -809,16 +811,16 @@ __device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int
   }
   long long q = ti;
 #pragma unroll 1
-  for (; q + (kU<T> - 1) * (long long)nt < nv; q += (long long)kU<T> * nt) {
-    Vec<T, W> u[kU<T>];
+  for (; q + (kCeBwdU<T> - 1) * (long long)nt < nv; q += (long long)kCeBwdU<T> * nt) {
+    Vec<T, W> u[kCeBwdU<T>];
 #pragma unroll
-    for (int k = 0; k < kU<T>; ++k) u[k] = load_vec<W, kCeLd>(xr + (q + k * nt) * W);
+    for (int k = 0; k < kCeBwdU<T>; ++k) u[k] = load_vec<W, kCeLd>(xr + (q + k * nt) * W);
 #pragma unroll
-    for (int k = 0; k < kU<T>; ++k)
+    for (int k = 0; k < kCeBwdU<T>; ++k)
       store_vec<W>(gr + (q + k * nt) * W, ce_bwd_pack<T, W>(u[k], (q + k * nt) * W, t, m, ls_m, sc, smooth, hit));
   }
 #pragma unroll
-  for (int k = 0; k < kU<T> - 1; ++k) {
+  for (int k = 0; k < kCeBwdU<T> - 1; ++k) {
     const long long qq = q + k * nt;
     if (qq < nv)
       store_vec<W>(gr + qq * W,
