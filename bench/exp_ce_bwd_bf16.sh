@@ -8,6 +8,9 @@
 #   r64:   at most 64 registers (MAXR; four blocks per SM, no spills on sm_90)
 #   keep-r64: both (keep with u8 spills 64 bytes, u8 at 64 registers 8: kernels/check_compile.py)
 #   held-keep: the held loss's 16-bit rows loaded kKeep (kCeHeldLd; the loss and gradient in the forward)
+#   flat-spec: kk_cross_entropy_bwd_flat at 2 packs per thread, a 256-thread block per row of 4096 columns, its logits
+#              loaded before the target is read (152.1 us at bf16 x 4096 with the target first: each short block had
+#              waited for it before its loads); flat-spec-keep: with keep
 # B/A below 1: B is faster. On the GPU machine: OUT=$OUT bash bench/gpu_run.sh ce-bwd-bf16.
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
@@ -17,6 +20,8 @@ cross_entropy_backward:float16:32768x4096 cross_entropy_backward:bfloat16:65536x
 cross_entropy_backward:bfloat16:16384x16384"
 keep=("constexpr int kCeLd = kk::kNc;" "constexpr int kCeLd = kk::kKeep;")
 u8=("constexpr int kCeBwdU = kU<T>;" "constexpr int kCeBwdU = sizeof(T) == 2 ? 8 : kU<T>;")
+spec=('(  const long long t = target\[row\];\n  if \(t == ignore_index\) \{\n(?:.*\n){4}  \}\n)(  Vec<T, W> u\[P\];\n#pragma unroll\n  for \(int k = 0; k < P; \+\+k\)\n    if \(q0 \+ k \* nt < nv\) u\[k\] = load_vec<W, kCeLd>\(xr \+ \(q0 \+ k \* nt\) \* W\);\n)' '\2\1')
+flat=(--b-host "softmax._CE_BWD_FLAT={4: (4, 1024), 2: (2, 256)}" --b-host "softmax._CE_BWD_FLAT_THREADS=256")
 r64=("bool KEEP_AT_ONE = false, int MAXR = 80>" "bool KEEP_AT_ONE = false, int MAXR = 64>")
 # shellcheck disable=SC2086
 {
@@ -24,6 +29,8 @@ r64=("bool KEEP_AT_ONE = false, int MAXR = 80>" "bool KEEP_AT_ONE = false, int M
   ab softmax "ab-$gpu-ce-bwd-u8.log" --sub "${u8[@]}" $bwd
   ab softmax "ab-$gpu-ce-bwd-r64.log" --sub "${r64[@]}" $bwd
   ab softmax "ab-$gpu-ce-bwd-keep-r64.log" --sub "${keep[@]}" --sub "${r64[@]}" $bwd
+  ab softmax "ab-$gpu-ce-bwd-flat-spec.log" "${flat[@]}" --sub "${spec[@]}" $bwd
+  ab softmax "ab-$gpu-ce-bwd-flat-spec-keep.log" "${flat[@]}" --sub "${spec[@]}" --sub "${keep[@]}" $bwd
   ab softmax "ab-$gpu-ce-held-keep16.log" \
     --sub "SPLIT \|\| sizeof\(T\) == 4 \? kk::kKeep : kk::kNc;" "kk::kKeep;" \
     cross_entropy_fwd_bwd:bfloat16:32768x4096 cross_entropy_fwd_bwd:bfloat16:32768x8192 \
