@@ -29,6 +29,7 @@
 #          shifted-bulk (bench/exp_shifted_bulk.sh: A/B of the 16-bit norm backwards' shifted rows by bulk copies),
 #          ce-bwd-flat-bf16 (bench/exp_ce_bwd_flat_bf16.sh: A/B of the 16-bit cross-entropy backward's flat grids),
 #          ce-bwd-bf16 (bench/exp_ce_bwd_bf16.sh: A/B of the 16-bit cross-entropy backward's loads and registers),
+#          norm-ties (bench/exp_norm_ties.sh: A/B of other fits for the norm forwards that trail torch.compile),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments as shell words, e.g.
 #        "tests/test_llm_ops.py -k 'rope or swiglu'"),
@@ -109,6 +110,7 @@ for s in $steps; do
     shifted-bulk) OUT=$OUT bash bench/exp_shifted_bulk.sh ;;
     ce-bwd-flat-bf16) OUT=$OUT bash bench/exp_ce_bwd_flat_bf16.sh ;;
     ce-bwd-bf16) OUT=$OUT bash bench/exp_ce_bwd_bf16.sh ;;
+    norm-ties) OUT=$OUT bash bench/exp_norm_ties.sh ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
       | tee "$OUT/ties-softmax.log" | tail -8 ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
