@@ -10,7 +10,8 @@ export AB_ROUNDS=${AB_ROUNDS:-6}
 cases="cross_entropy_backward:bfloat16:32768x4096 cross_entropy_backward:bfloat16:32768x8192
 cross_entropy_backward:float16:32768x4096 cross_entropy_backward:bfloat16:65536x2048"
 for fit in "2 256" "4 128" "1 256" "2 128"; do
-  set -- $fit
+  # shellcheck disable=SC2086
+  set -- $fit  # packs per thread, threads per block
   # shellcheck disable=SC2086
   ab softmax "ab-$gpu-ce-bwd-flat-p$1-b$2.log" --b-host "softmax._CE_BWD_FLAT={4: (4, 1024), 2: ($1, 256)}" \
     --b-host "softmax._CE_BWD_FLAT_THREADS=$2" $cases
