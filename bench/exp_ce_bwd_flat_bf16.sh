@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The 16-bit cross-entropy backward's warp rows (512-2048 packs: bf16 4096-16384 columns) by kk_cross_entropy_bwd_flat,
+# The 16-bit cross-entropy backward's warp rows (256-2048 packs: bf16 2048-16384 columns) by kk_cross_entropy_bwd_flat,
 # one pass of a flat grid, against the resident kernel (kk_cross_entropy_bwd, 4 waves). Session 38 measured the flat
 # kernel slower at 32768 x 8192 (P 2-8, 256 threads) and host-bound at x 4096; GPU time alone at x 4096 (resident:
 # 141.5 us, 89.8% of copy in h200-2026-11-28-s48/llm-softmax.json) had not been read.
