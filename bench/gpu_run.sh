@@ -5,7 +5,8 @@
 # writes logs and JSON reports to $OUT.
 #   usage: bash bench/gpu_run.sh [STEP ...]   (default: tests foundation ops demo)
 #   steps: tests foundation hostpath ops demo doctor sweep sweep-rows sweep-flat sweep-split sweep-llm
-#          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes),
+#          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes), llm-ce (llm-softmax's
+#          cross-entropy backward and fwd_bwd cells alone),
 #          llm-odd (the row ops at widths off the 16-byte path: 32768 x 4097, and GPT-2's vocabulary, 8192 x 50257)
 #          llama (bench/llama_train.py on one GPU), llama-accum (the same with 2 micro-batches a step, as
 #          transformers' Trainer accumulates), ddp (the same under DDP on two GPUs)
@@ -29,6 +30,8 @@
 #          shifted-bulk (bench/exp_shifted_bulk.sh: A/B of the 16-bit norm backwards' shifted rows by bulk copies),
 #          ce-bwd-flat-bf16 (bench/exp_ce_bwd_flat_bf16.sh: A/B of the 16-bit cross-entropy backward's flat grids),
 #          ce-bwd-bf16 (bench/exp_ce_bwd_bf16.sh: A/B of the 16-bit cross-entropy backward's loads and registers),
+#          ce-keep64 (bench/exp_ce_keep64.sh: where else the 16-bit backward's kKeep loads at 64 registers reach),
+#          ce-lean-cut (bench/exp_ce_lean_cut.sh: A/B of the cross-entropy backward's 48-register rows' widths),
 #          norm-ties (bench/exp_norm_ties.sh: A/B of other fits for the norm forwards that trail torch.compile),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments as shell words, e.g.
@@ -72,11 +75,12 @@ for s in $steps; do
     foundation) python3 bench/foundation.py --out "$OUT/foundation.json" 2>&1 | tail -25 ;;
     ops) COLUMNS=200 python3 -m kernelkit bench --json "$OUT/ops.json" --plot "$OUT/ops.png" 2>&1 | tee "$OUT/ops.log" | tail -3 ;;
     demo) python3 -m kernelkit demo 2>&1 | tee "$OUT/demo.log" | tail -25 ;;
-    llm-norms | llm-softmax | llm-act | llm-odd)
+    llm-norms | llm-softmax | llm-ce | llm-act | llm-odd)
       sizes=()  # the issue's sizes (kernelkit bench's default)
       case $s in
         llm-norms) names="rms_norm rms_norm_backward add_rms_norm add_rms_norm_backward layer_norm layer_norm_backward" ;;
         llm-softmax) names="softmax softmax_backward cross_entropy cross_entropy_backward cross_entropy_fwd_bwd cross_entropy_items_fwd_bwd" ;;
+        llm-ce) names="cross_entropy_backward cross_entropy_fwd_bwd cross_entropy_items_fwd_bwd" ;;
         llm-act) names="swiglu swiglu_backward rope rope_backward" ;;
         llm-odd)
           names="softmax softmax_backward cross_entropy cross_entropy_backward cross_entropy_fwd_bwd rms_norm rms_norm_backward
@@ -110,6 +114,8 @@ for s in $steps; do
     shifted-bulk) OUT=$OUT bash bench/exp_shifted_bulk.sh ;;
     ce-bwd-flat-bf16) OUT=$OUT bash bench/exp_ce_bwd_flat_bf16.sh ;;
     ce-bwd-bf16) OUT=$OUT bash bench/exp_ce_bwd_bf16.sh ;;
+    ce-keep64) OUT=$OUT bash bench/exp_ce_keep64.sh ;;
+    ce-lean-cut) OUT=$OUT bash bench/exp_ce_lean_cut.sh ;;
     norm-ties) OUT=$OUT bash bench/exp_norm_ties.sh ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
       | tee "$OUT/ties-softmax.log" | tail -8 ;;

@@ -233,7 +233,7 @@ def instantiations():
     sm += [f"{h}, {c}, true>" for h in held_split for c in (0, 2, 3, 4, 8, 16)]
     sm += ["kk_cross_entropy_count<8>"] + [f"kk_cross_entropy_mean<float, {o}, 8>" for o in TYPES]
     sm += [f"kk_cross_entropy_bwd<{t}, {o}, true>" for t in ("float", "__half", "__nv_bfloat16") for o in TYPES]
-    # ... at 48 registers, for rows of at most 512 columns (_CE_BWD_LEAN_COLS), neither type float64
+    # ... at 48 registers, for rows of at most 1024 columns (_CE_BWD_LEAN_COLS), neither type float64
     lean = [(t, o) for t in ("float", "__half", "__nv_bfloat16") for o in ("float", "__half", "__nv_bfloat16")]
     sm += [f"kk_cross_entropy_bwd<{t}, {o}, {k}, 48>" for t, o in lean for k in ("false", "true")]
     # the backward in one pass of a flat grid (ops/softmax.py _CE_BWD_FLAT), reading the scale in each dtype

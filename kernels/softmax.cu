@@ -36,13 +36,13 @@ using kk::to_acc;
 using kk::Vec;
 
 // How rows are loaded (kk::Load): the softmax kernels read each row once per pass as kKeep, 1.2-5% faster than kNc
-// (double: 8 bytes of spills); cross-entropy's measured 3-4% slower that way and keeps kNc (bench/NOTES.md session 17).
+// (double: 8 bytes of spills).
 template <typename T> constexpr int kSoftmaxLd = sizeof(T) == 8 ? kk::kNc : kk::kKeep;
-constexpr int kCeLd = kk::kNc;
-// kk_cross_entropy_held's rows (one read, held in registers) load as kKeep where it measured faster than kNc: float32
-// rows 3.8-4.0% (32768 x 8192, 16384 x 16384, 131072 x 4096), rows split over a cluster 0.6-3.8% (bf16 8192 x 65536
-// 580.0 -> 566.8 us); 16-bit rows one block holds within +-1% either way, kept kNc (bench/NOTES.md session 36).
-template <typename T, bool SPLIT> constexpr int kCeHeldLd = SPLIT || sizeof(T) == 4 ? kk::kKeep : kk::kNc;
+// Cross-entropy's rows load kKeep too. Against kNc on an H200 (bench/ab_source.py --queued, h200-2026-11-28-s49/
+// ab-h200-ce-*keep*.log): the backward's streamed and flat rows 1.3-4.8% less GPU time (float32 32768 x 8192 527.8 ->
+// 503.0 us), the held loss's 16-bit rows 2.0-3.3% at 4096-16384 columns (x 1024 within 0.4%), the forward's rows
+// unchanged. (Session 17 had measured kKeep 3-4% slower, on kernels since rewritten.)
+constexpr int kCeLd = kk::kKeep;
 
 // Softmax's held rows take their max and their sum in two block reductions from this many threads (fwd_row); smaller
 // blocks, one reduction of (max, sum) pairs, whose combines take two exponentials each. Against the pairs for all
@@ -60,8 +60,6 @@ constexpr int kTwoReductionThreads = 128;
 // (ab-h100-softmax-*-1pack.log).
 template <int RP, int W, int MAXT, int MINB> constexpr bool kKeepExps = RP * W <= 16 && 65536 / (MAXT * MINB) >= 40;
 template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed packs in flight per thread and tensor
-// ... in the cross-entropy backward's streamed rows (ce_bwd_row; bench/exp_ce_bwd_bf16.sh tries 8 for 16-bit)
-template <typename T> constexpr int kCeBwdU = kU<T>;
 // cross-entropy: a warp per row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
 constexpr int kWarpRowPacks = 2048;
 
@@ -789,8 +787,9 @@ __device__ __forceinline__ Vec<T, W> ce_bwd_pack(const Vec<T, W>& u, long long c
   return kk::acc_to_vec<T, W>(o);
 }
 
-// xr, gr: the row's first pack; t: the target's column from it (shifted rows: kk::RowShift); e: the extra element.
-template <typename T, int W>
+// xr, gr: the row's first pack; t: the target's column from it (shifted rows: kk::RowShift); e: the extra element;
+// LD: how the logits load (kk::Load).
+template <typename T, int W, int LD>
 __device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int ti, int nt, long long t, acc_t<T> m,
                                            acc_t<T> ls_m, acc_t<T> sc, acc_t<T> smooth, acc_t<T> hit, bool ignored,
                                            kk::Extra e) {
@@ -811,20 +810,20 @@ __device__ __forceinline__ void ce_bwd_row(const T* xr, T* gr, long long nv, int
   }
   long long q = ti;
 #pragma unroll 1
-  for (; q + (kCeBwdU<T> - 1) * (long long)nt < nv; q += (long long)kCeBwdU<T> * nt) {
-    Vec<T, W> u[kCeBwdU<T>];
+  for (; q + (kU<T> - 1) * (long long)nt < nv; q += (long long)kU<T> * nt) {
+    Vec<T, W> u[kU<T>];
 #pragma unroll
-    for (int k = 0; k < kCeBwdU<T>; ++k) u[k] = load_vec<W, kCeLd>(xr + (q + k * nt) * W);
+    for (int k = 0; k < kU<T>; ++k) u[k] = load_vec<W, LD>(xr + (q + k * nt) * W);
 #pragma unroll
-    for (int k = 0; k < kCeBwdU<T>; ++k)
+    for (int k = 0; k < kU<T>; ++k)
       store_vec<W>(gr + (q + k * nt) * W, ce_bwd_pack<T, W>(u[k], (q + k * nt) * W, t, m, ls_m, sc, smooth, hit));
   }
 #pragma unroll
-  for (int k = 0; k < kCeBwdU<T> - 1; ++k) {
+  for (int k = 0; k < kU<T> - 1; ++k) {
     const long long qq = q + k * nt;
     if (qq < nv)
       store_vec<W>(gr + qq * W,
-                   ce_bwd_pack<T, W>(load_vec<W, kCeLd>(xr + qq * W), qq * W, t, m, ls_m, sc, smooth, hit));
+                   ce_bwd_pack<T, W>(load_vec<W, LD>(xr + qq * W), qq * W, t, m, ls_m, sc, smooth, hit));
   }
 }
 
@@ -853,7 +852,7 @@ __device__ __forceinline__ CeRow<A> ce_row_meta(const long long* target, const A
                   static_cast<A>(to_acc(row_scale[row * scale_stride])) / div};
 }
 
-template <typename T, int W, bool SHIFT, typename S>
+template <typename T, int W, bool SHIFT, int LD, typename S>
 __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, const acc_t<T>* stats,
                                            const S* row_scale, long long scale_stride, const acc_t<T>* divisor,
                                            T* grad, long long rows, long long cols, long long ignore_index,
@@ -880,8 +879,8 @@ __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, 
     if constexpr (kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, div, nxt);
     const bool ignored = cur.t == ignore_index;
     const kk::RowAt a = kk::row_at<W, SHIFT>(x, row, cols, ti);
-    ce_bwd_row<T, W>(x + a.first, grad + a.first, a.nv, ti, nt, cur.t - a.head, ignored ? A(0) : cur.m,
-                     ignored ? A(0) : cur.ls_m, ignored ? A(0) : cur.sc, smooth, hit, ignored, a.e);
+    ce_bwd_row<T, W, LD>(x + a.first, grad + a.first, a.nv, ti, nt, cur.t - a.head, ignored ? A(0) : cur.m,
+                         ignored ? A(0) : cur.ls_m, ignored ? A(0) : cur.sc, smooth, hit, ignored, a.e);
     if constexpr (!kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, div, nxt);
     cur = next;
   }
@@ -1206,12 +1205,16 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
 // KEEP_AT_ONE: grad already holds the gradient for a loss gradient of 1 (kk_cross_entropy_held's, with scale_stride
 // 0): every block returns at once when row_scale[0] is 1, and otherwise rewrites grad, to the same bits. Launched
 // dependent (programmatic dependent launch): its blocks wait in kk::pdl_wait for the kernel before it.
-// MAXR: the host takes 48 for rows of at most 512 columns (ops/softmax.py _CE_BWD_LEAN_COLS; not float64, whose scale
-// spills at 48): 5 blocks of 256 threads per SM where 80 fit three.
+// MAXR: the host takes 48 for rows of at most 1024 columns (ops/softmax.py _CE_BWD_LEAN_COLS; not float64, whose scale
+// spills at 48): 5 blocks of 256 threads per SM. Otherwise 64 for 16-bit rows (4 blocks): with kKeep loads, bf16
+// 32768 x 4096 141.4 -> 136.7 us, 3.3-5.0% less at 2048-16384 columns, 8192 x 65536 6.3% (h200-2026-11-28-s49/
+// ab-h200-ce-bwd-keep-r64.log, ab-h200-ce-keep64.log); float32 measured the same at 64 and keeps 80 (3 blocks),
+// float64 spills at 64.
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(MAXR)), any grid, no dynamic shared memory:
 //   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
-template <typename T, typename S = typename kk::Acc<T>::type, bool KEEP_AT_ONE = false, int MAXR = 80>
+template <typename T, typename S = typename kk::Acc<T>::type, bool KEEP_AT_ONE = false,
+          int MAXR = sizeof(T) == 2 ? 64 : 80>
 __global__ void __maxnreg__(MAXR) kk_cross_entropy_bwd(const T* logits, const long long* target,
                                                              const typename kk::Acc<T>::type* stats,
                                                              const S* row_scale, long long scale_stride,
@@ -1228,17 +1231,18 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_bwd(const T* logits, const lo
   }
   constexpr int V = kk::kVec<T>;
   constexpr bool kShift = sizeof(T) < 8 && MAXR > 48;
+  constexpr int kLd = MAXR > 48 ? kk_sm::kCeLd : kk::kNc;  // kKeep's cache policy spills 16-24 bytes at 48 registers
   if (cols % V == 0 && kk::aligned16(kk::addr(logits) | kk::addr(grad)))
-    kk_sm::ce_bwd_run<T, V, false>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
-                                   ignore_index, label_smoothing);
+    kk_sm::ce_bwd_run<T, V, false, kLd>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
+                                        ignore_index, label_smoothing);
   // Shifted rows (kk::RowShift), but float64's and the 48-register instantiations' (8 and 28-32 bytes of spills,
   // kernels/check_compile.py), which keep the scalar path.
   else if (kShift && cols < kk::kShiftMaxCols && kk::congruent16(kk::addr(logits) ^ kk::addr(grad)))
-    kk_sm::ce_bwd_run<T, V, kShift>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
-                                    ignore_index, label_smoothing);
+    kk_sm::ce_bwd_run<T, V, kShift, kLd>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows,
+                                         cols, ignore_index, label_smoothing);
   else
-    kk_sm::ce_bwd_run<T, 1, false>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
-                                   ignore_index, label_smoothing);
+    kk_sm::ce_bwd_run<T, 1, false, kLd>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
+                                        ignore_index, label_smoothing);
 }
 
 // kk_cross_entropy_bwd_flat: kk_cross_entropy_bwd's gradient (without KEEP_AT_ONE), the same bits, in one pass of a
@@ -1309,7 +1313,7 @@ __device__ __forceinline__ void held_ce_row(const T* logits, const long long* ta
   Vec<T, W> u[P];
 #pragma unroll
   for (int k = 0; k < P; ++k)
-    if (k < n) u[k] = load_vec<W, kCeHeldLd<T, SPLIT>>(xr + (k * (long long)nt + ti) * W);
+    if (k < n) u[k] = load_vec<W, kCeLd>(xr + (k * (long long)nt + ti) * W);
   const A xe = kk::extra_value(xr, e, ninf<A>());
   A m = xe, s = A(0);
   Red<A, 2> st;

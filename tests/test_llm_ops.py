@@ -1233,7 +1233,8 @@ def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters
 def test_cross_entropy_backward_rows_up_to_512_columns_take_48_registers(monkeypatch, capability):
     """kk_cross_entropy_bwd runs its 48-register instantiation (MAXR) on rows of at most _CE_BWD_LEAN_COLS columns,
     KEEP_AT_ONE or not, unless the logits or the scale are float64 or the GPU is older than sm_90 (where it spills);
-    wider rows take the default 80 (no GPU needed: the kernel lookup and the occupancy are stand-ins)."""
+    wider rows take the default (64 registers for 16-bit rows, 80 otherwise; no GPU needed: the kernel lookup and the
+    occupancy are stand-ins)."""
     softmax = _stub_kernels(monkeypatch, "softmax", capability=capability)
     monkeypatch.setattr(softmax, "resident_blocks", lambda k, block, dev, smem=0: 5)
     bf16, f32, f64 = torch.bfloat16, torch.float32, torch.float64
@@ -1241,7 +1242,8 @@ def test_cross_entropy_backward_rows_up_to_512_columns_take_48_registers(monkeyp
         (bf16, 512, f32, False): "kk_cross_entropy_bwd<__nv_bfloat16, float, false, 48>",
         (bf16, 256, bf16, True): "kk_cross_entropy_bwd<__nv_bfloat16, __nv_bfloat16, true, 48>",
         (f32, 64, f32, False): "kk_cross_entropy_bwd<float, float, false, 48>",
-        (bf16, 520, f32, False): "kk_cross_entropy_bwd<__nv_bfloat16, float>",
+        (bf16, 1024, f32, False): "kk_cross_entropy_bwd<__nv_bfloat16, float, false, 48>",
+        (bf16, 1032, f32, False): "kk_cross_entropy_bwd<__nv_bfloat16, float>",
         (bf16, 4096, f32, True): "kk_cross_entropy_bwd<__nv_bfloat16, float, true>",
         (bf16, 256, f64, False): "kk_cross_entropy_bwd<__nv_bfloat16, double>",
         (f64, 256, f64, False): "kk_cross_entropy_bwd<double, double>",

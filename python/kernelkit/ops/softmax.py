@@ -262,10 +262,12 @@ def _ce_bwd_cpu(logits, target, stats, row_scale, ignore_index, label_smoothing,
 # h200-2026-11-27-s36/ce-keep-waves.log).
 _KEEP_WAVES = 1
 # Rows of at most this many columns take kk_cross_entropy_bwd compiled at 48 registers (MAXR; 5 blocks of 256 threads
-# per SM, against 3 at 80; not float64). GPU time at 64-512 columns: 3-14% less on an H100, 4-19% on an H200; at 1024
-# columns -1.0-+1.1%, and bf16 32768 x 4096 3% slower on the H200, so wider rows keep 80 (bench/ab_source.py --queued,
-# h100-2026-11-27-s40/ab-ce-bwd-maxr48.log, h200-2026-11-27-s40/ab-h200-warp-rows-old.log and ab-h200-ce-bwd-lean.log).
-_CE_BWD_LEAN_COLS = 512
+# per SM; not float64), which loads kNc; wider rows take the default, kKeep loads at 64 registers for 16-bit rows and 80
+# for float32 (bench/ab_source.py --queued, H200). Against that default, 32768 rows: the same GPU time at 128 columns,
+# 1.7-16.4% less at 256-512, 2.4-3.0% at 1024 (bf16 40.0 -> 38.8 us; h200-2026-11-28-s49/ab-h200-ce-lean-*.log).
+# Against the 80 that all dtypes had before (h100-2026-11-27-s40/ab-ce-bwd-maxr48.log, h200-2026-11-27-s40/
+# ab-h200-ce-bwd-lean.log): 64-512 columns 3-14% less on an H100, 4-19% on an H200; bf16 x 4096 3% more on the H200.
+_CE_BWD_LEAN_COLS = 1024
 _LOSS_MAX_BLOCKS = 2047  # kk_sm::kLossMaxBlocks: the reduced loss counts its blocks' arrivals in 11 bits
 
 
