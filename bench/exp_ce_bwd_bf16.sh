@@ -5,8 +5,8 @@
 # held rows load whole rows, kKeep (evict_last), at 48 warps per SM. A: the shipped source, B:
 #   keep:  the rows loaded kKeep (kCeLd; the forward's streamed rows too, not timed here)
 #   r64:   at most 64 registers (MAXR; four blocks per SM, no spills on sm_90)
-#   keep-r64: both (adopted in session 49: h200-2026-11-28-s49/; 8 packs per lane in flight, also prepared, spill
-#             with kKeep at 64 registers, and the run left them out)
+#   keep-r64: both (adopted in session 49: h200-2026-11-28-s49/. 8 packs per lane in flight, also prepared, did not
+#             run, its pattern matching nothing; with kKeep at 64 registers they spill)
 #   held-keep: the held loss's 16-bit rows loaded kKeep (kCeHeldLd; the loss and gradient in the forward)
 #   flat-spec: kk_cross_entropy_bwd_flat at 2 packs per thread, a 256-thread block per row of 4096 columns, its logits
 #              loaded before the target is read (152.1 us at bf16 x 4096 with the target first: each short block had

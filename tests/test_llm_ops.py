@@ -1230,7 +1230,7 @@ def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters
 
 
 @pytest.mark.parametrize("capability", [(9, 0), (8, 0)], ids=["sm_90", "sm_80"])
-def test_cross_entropy_backward_rows_up_to_512_columns_take_48_registers(monkeypatch, capability):
+def test_cross_entropy_backward_rows_up_to_1024_columns_take_48_registers(monkeypatch, capability):
     """kk_cross_entropy_bwd runs its 48-register instantiation (MAXR) on rows of at most _CE_BWD_LEAN_COLS columns,
     KEEP_AT_ONE or not, unless the logits or the scale are float64 or the GPU is older than sm_90 (where it spills);
     wider rows take the default (64 registers for 16-bit rows, 80 otherwise; no GPU needed: the kernel lookup and the
