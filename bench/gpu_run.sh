@@ -33,6 +33,7 @@
 #          ce-keep64 (bench/exp_ce_keep64.sh: where else the 16-bit backward's kKeep loads at 64 registers reach),
 #          ce-lean-cut (bench/exp_ce_lean_cut.sh: A/B of the cross-entropy backward's 48-register rows' widths),
 #          norm-bwd-keep16 (bench/exp_norm_bwd_keep16.sh: A/B of the 16-bit norm backwards' rows loaded kKeep),
+#          norm-bwd-keep-rows (bench/exp_norm_bwd_keep_rows.sh: ... only the rows one block holds),
 #          h100-ce-keep64 (bench/exp_h100_ce_keep64.sh: session 49's cross-entropy changes, each undone, on an H100),
 #          norm-ties (bench/exp_norm_ties.sh: A/B of other fits for the norm forwards that trail torch.compile),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
@@ -119,6 +120,7 @@ for s in $steps; do
     ce-keep64) OUT=$OUT bash bench/exp_ce_keep64.sh ;;
     ce-lean-cut) OUT=$OUT bash bench/exp_ce_lean_cut.sh ;;
     norm-bwd-keep16) OUT=$OUT bash bench/exp_norm_bwd_keep16.sh ;;
+    norm-bwd-keep-rows) OUT=$OUT bash bench/exp_norm_bwd_keep_rows.sh ;;
     h100-ce-keep64) OUT=$OUT bash bench/exp_h100_ce_keep64.sh ;;
     norm-ties) OUT=$OUT bash bench/exp_norm_ties.sh ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
