@@ -1230,8 +1230,11 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_bwd(const T* logits, const lo
     if (kk::to_acc(row_scale[0]) == 1) return;  // grad already holds this gradient
   }
   constexpr int V = kk::kVec<T>;
-  constexpr bool kShift = sizeof(T) < 8 && MAXR > 48;
-  constexpr int kLd = MAXR > 48 ? kk_sm::kCeLd : kk::kNc;  // kKeep's cache policy spills 16-24 bytes at 48 registers
+  // The 48-register instantiations load kNc (kKeep's cache policy spills 16-24 bytes there), and keep shifted rows on
+  // the scalar path (below).
+  constexpr bool kLean = MAXR <= 48;
+  constexpr bool kShift = sizeof(T) < 8 && !kLean;
+  constexpr int kLd = kLean ? kk::kNc : kk_sm::kCeLd;
   if (cols % V == 0 && kk::aligned16(kk::addr(logits) | kk::addr(grad)))
     kk_sm::ce_bwd_run<T, V, false, kLd>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
                                         ignore_index, label_smoothing);
