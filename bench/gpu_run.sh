@@ -36,6 +36,7 @@
 #          norm-bwd-keep-rows (bench/exp_norm_bwd_keep_rows.sh: ... only the rows one block holds),
 #          h100-ce-keep64 (bench/exp_h100_ce_keep64.sh: session 49's cross-entropy changes, each undone, on an H100),
 #          norm-ties (bench/exp_norm_ties.sh: A/B of other fits for the norm forwards that trail torch.compile),
+#          norm-wide-sync (bench/exp_norm_wide_sync.sh: A/B of the norm forwards' block sums without their second barrier),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments as shell words, e.g.
 #        "tests/test_llm_ops.py -k 'rope or swiglu'"),
@@ -123,6 +124,7 @@ for s in $steps; do
     norm-bwd-keep-rows) OUT=$OUT bash bench/exp_norm_bwd_keep_rows.sh ;;
     h100-ce-keep64) OUT=$OUT bash bench/exp_h100_ce_keep64.sh ;;
     norm-ties) OUT=$OUT bash bench/exp_norm_ties.sh ;;
+    norm-wide-sync) OUT=$OUT bash bench/exp_norm_wide_sync.sh ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
       | tee "$OUT/ties-softmax.log" | tail -8 ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;

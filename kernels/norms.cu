@@ -47,7 +47,12 @@ constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc, kLnSplitLd = kk::kKeep,
 // writes one-pass rows as fma(fma(x, rs, -mu * rs), w, b): 0.6-1.2% faster at 8192 x 65536 and 4096 x 131072, 16-bit
 // (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-fma2.json).
 constexpr bool kLnFmaOut = true;
+// The backwards' weights; their rows (kBwdRowLd) kKeep where a block holds them (16-bit: rms_norm_backward 32768 x 8192
+// 419.7 -> 414.7 us, add_rms_norm_backward x 4096 274.1 -> 272.6, the rest within 0.1%; bench/ab_source.py,
+// h200-2026-11-28-s50/ab-h200-norm-bwd-keep-rows.log). Every 16-bit load kKeep, split rows' and weights' too, read
+// 1.010x at 8192 x 65536 (h200-2026-11-28-s49/ab-h200-norm-bwd-keep16.log).
 template <typename T> constexpr int kBwdLd = sizeof(T) == 4 ? kk::kKeep : kk::kNc;
+template <typename T, bool SPLIT> constexpr int kBwdRowLd = SPLIT ? kBwdLd<T> : kk::kKeep;
 
 __device__ __forceinline__ float k_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double k_rsqrt(double v) { return rsqrt(v); }
@@ -833,8 +838,8 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
 #pragma unroll
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
-        gv[k] = kk::load_vec_if<W, kBwdLd<T>>(gy + off + p * W, act && p < nvr);
-        xv[k] = kk::load_vec_if<W, kBwdLd<T>>(x + off + p * W, act && p < nvr);
+        gv[k] = kk::load_vec_if<W, kBwdRowLd<T, SPLIT>>(gy + off + p * W, act && p < nvr);
+        xv[k] = kk::load_vec_if<W, kBwdRowLd<T, SPLIT>>(x + off + p * W, act && p < nvr);
       }
       rs = act ? rstd[row] : A(0);
       mu = (LN && act) ? mean[row] : A(0);
@@ -863,7 +868,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
       for (int k = 0; k < NP; ++k) {
         const long long p = k * R + tx;
         if constexpr (kEarlyExtra)
-          ev[k] = kk::load_vec_if<W, kBwdLd<T>>(gextra + off + p * W, act && p < nvr);
+          ev[k] = kk::load_vec_if<W, kBwdRowLd<T, SPLIT>>(gextra + off + p * W, act && p < nvr);
         // Its slot was last read by this thread's previous row, whose stores used the value before this issues.
         if constexpr (kAsyncExtra)
           if (act && p < nvr) kk::async_copy16(slots.at(kSe, k, 0), gextra + off + p * W);
@@ -924,7 +929,7 @@ __device__ __forceinline__ void norm_bwd_run(const T* __restrict__ gy, const T* 
           A e[W], o[W];
           if constexpr (kEarlyExtra) kk::vec_to_acc(ev[k], e);
           else if constexpr (kAsyncExtra) slots.load(kSe, k, e);
-          else if (EXTRA) kk::vec_to_acc(load_vec<W, kBwdLd<T>>(gextra + off + p * W), e);
+          else if (EXTRA) kk::vec_to_acc(load_vec<W, kBwdRowLd<T, SPLIT>>(gextra + off + p * W), e);
           else {
 #pragma unroll
             for (int j = 0; j < W; ++j) e[j] = A(0);
