@@ -36,6 +36,8 @@
 #          norm-bwd-keep-rows (bench/exp_norm_bwd_keep_rows.sh: ... only the rows one block holds),
 #          h100-ce-keep64 (bench/exp_h100_ce_keep64.sh: session 49's cross-entropy changes, each undone, on an H100),
 #          norm-ties (bench/exp_norm_ties.sh: A/B of other fits for the norm forwards that trail torch.compile),
+#          store-v4 (bench/exp_store_v4.sh: A/B of kk::store_vec's 16-byte stores, one v4 store or a C++ copy),
+#          ncu-norm-fwd (bench/exp_ncu_norm_fwd.py under ncu: the norm forwards behind torch.compile, and its kernels),
 #          norm-wide-sync (bench/exp_norm_wide_sync.sh: A/B of the norm forwards' block sums without their second barrier),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments as shell words, e.g.
@@ -125,6 +127,14 @@ for s in $steps; do
     h100-ce-keep64) OUT=$OUT bash bench/exp_h100_ce_keep64.sh ;;
     norm-ties) OUT=$OUT bash bench/exp_norm_ties.sh ;;
     norm-wide-sync) OUT=$OUT bash bench/exp_norm_wide_sync.sh ;;
+    store-v4) OUT=$OUT bash bench/exp_store_v4.sh ;;
+    ncu-norm-fwd)
+      m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__block_size
+      m=$m,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct
+      m=$m,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum,smsp__inst_executed.sum
+      m=$m,dram__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_sector_hit_rate.pct
+      ncu --kernel-name regex:'kk_|triton' --metrics "$m" python3 bench/exp_ncu_norm_fwd.py 2>&1 \
+        | tee "$OUT/ncu-norm-fwd.txt" | grep -v "^==PROF==" | tail -120 ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
       | tee "$OUT/ties-softmax.log" | tail -8 ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
