@@ -36,6 +36,7 @@
 #          norm-bwd-keep-rows (bench/exp_norm_bwd_keep_rows.sh: ... only the rows one block holds),
 #          h100-ce-keep64 (bench/exp_h100_ce_keep64.sh: session 49's cross-entropy changes, each undone, on an H100),
 #          norm-ties (bench/exp_norm_ties.sh: A/B of other fits for the norm forwards that trail torch.compile),
+#          norm-fwd-keep-l2 (bench/exp_norm_fwd_keep_l2.sh: A/B of the norm forwards' x loads without evict_last in L2),
 #          store-v4 (bench/exp_store_v4.sh: A/B of kk::store_vec's 16-byte stores, one v4 store or a C++ copy),
 #          ncu-norm-fwd (bench/exp_ncu_norm_fwd.py under ncu: the norm forwards behind torch.compile, and its kernels),
 #          norm-wide-sync (bench/exp_norm_wide_sync.sh: A/B of the norm forwards' block sums without their second barrier),
@@ -128,6 +129,7 @@ for s in $steps; do
     norm-ties) OUT=$OUT bash bench/exp_norm_ties.sh ;;
     norm-wide-sync) OUT=$OUT bash bench/exp_norm_wide_sync.sh ;;
     store-v4) OUT=$OUT bash bench/exp_store_v4.sh ;;
+    norm-fwd-keep-l2) OUT=$OUT bash bench/exp_norm_fwd_keep_l2.sh ;;
     ncu-norm-fwd)
       m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__block_size
       m=$m,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct
