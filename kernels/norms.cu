@@ -48,9 +48,9 @@ constexpr int kRmsFwdLd = kk::kKeep, kLnFwdLd = kk::kNc, kLnSplitLd = kk::kKeep,
 // (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-fma2.json).
 constexpr bool kLnFmaOut = true;
 // The backwards' weights; their rows (kBwdRowLd) kKeep where a block holds them (16-bit: rms_norm_backward 32768 x 8192
-// 419.7 -> 414.7 us, add_rms_norm_backward x 4096 274.1 -> 272.6, the rest within 0.1%; bench/ab_source.py,
-// h200-2026-11-28-s50/ab-h200-norm-bwd-keep-rows.log). Every 16-bit load kKeep, split rows' and weights' too, read
-// 1.010x at 8192 x 65536 (h200-2026-11-28-s49/ab-h200-norm-bwd-keep16.log).
+// 419.7 -> 414.7 us, x 1024 0.990, add_rms_norm_backward x 4096 274.1 -> 272.6, x 8192 0.996; bench/ab_source.py,
+// h200-2026-11-28-s50/ab-h200-norm-bwd-keep-rows.log; shifted rows the same, not measured apart). Every 16-bit load
+// kKeep, split rows' and weights' too, read 1.010x at 8192 x 65536 (h200-2026-11-28-s49/ab-h200-norm-bwd-keep16.log).
 template <typename T> constexpr int kBwdLd = sizeof(T) == 4 ? kk::kKeep : kk::kNc;
 template <typename T, bool SPLIT> constexpr int kBwdRowLd = SPLIT ? kBwdLd<T> : kk::kKeep;
 
