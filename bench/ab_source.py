@@ -16,7 +16,8 @@ or against the sources of another revision (B = <family>.cu and common.cuh from 
     python3 bench/ab_source.py --family norms --b-dir /tmp/b rms_norm_backward:bfloat16:8192x65536
 
 A case is NAME:DTYPE:ROWSxCOLS, NAME being a `kernelkit bench` case, timed for kernelkit only. Variant B is
-kernels/<family>.cu (or the --b-dir one) with each (regex, replacement) applied once, compiled as its own
+kernels/<family>.cu (or the --b-dir one) with each (regex, replacement) applied once (--common-sub: in common.cuh,
+which every family includes; the variant recompiles only <family>.cu against it), compiled as its own
 module; the ops are pointed at it by swapping the module that ops/_runtime.kernel() takes kernels from (and
 clearing the cached launch shapes). A and B alternate for --rounds rounds (after one that is not kept), so that
 drift of the GPU's clocks hits both; each reports its median. B's outputs are checked against A's (close, and whether
@@ -92,6 +93,14 @@ def main():
     ap.add_argument("cases", nargs="+", help="NAME:DTYPE:ROWSxCOLS")
     ap.add_argument("--family", required=True, help="kernels/<family>.cu")
     ap.add_argument("--sub", nargs=2, action="append", default=[], metavar=("REGEX", "REPLACEMENT"))
+    ap.add_argument(
+        "--common-sub",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("REGEX", "REPLACEMENT"),
+        help="as --sub, in common.cuh",
+    )
     ap.add_argument("--b-dir", help="B's <family>.cu and common.cuh (before any --sub)")
     ap.add_argument("--b-host", action="append", default=[], metavar="MODULE.NAME=EXPR", help="B's host setting")
     ap.add_argument("--rounds", type=int, default=3)
@@ -99,13 +108,13 @@ def main():
     ap.add_argument("--queued", action="store_true", help="time the GPU's work alone (calls queued behind a hold)")
     ap.add_argument("--out")
     a = ap.parse_args()
-    if not a.sub and not a.b_dir and not a.b_host:
-        ap.error("give --sub, --b-dir or --b-host")
+    if not a.sub and not a.common_sub and not a.b_dir and not a.b_host:
+        ap.error("give --sub, --common-sub, --b-dir or --b-host")
     host = _host_settings(a.b_host)
     base = {}
     if a.b_dir:
         base = {"source": open(f"{a.b_dir}/{a.family}.cu").read(), "common": open(f"{a.b_dir}/common.cuh").read()}
-    variant = source_variant(a.family, [tuple(s) for s in a.sub], **base)
+    variant = source_variant(a.family, [tuple(s) for s in a.sub], common_subs=[tuple(s) for s in a.common_sub], **base)
     runs = [(spec, fn) for spec in a.cases for _, fn in calls(spec, ["kernelkit"])]
     times = {(spec, v): [] for spec, _ in runs for v in "AB"}
     ok, bitwise = {}, {}
@@ -125,6 +134,7 @@ def main():
             bitwise[spec] = bitwise.get(spec, True) and _identical(outs["A"], outs["B"])
     _use(a.family, None, host, "A")
     subs = "; ".join(f"{p!r} -> {r!r}" for p, r in a.sub) or "no substitutions"
+    subs += "".join(f"; common.cuh {p!r} -> {r!r}" for p, r in a.common_sub)
     print(f"B: {a.b_dir or 'kernels'}/{a.family}.cu with {subs}" + "".join(f"; {h}" for h in a.b_host))
     results = []
     for spec, _ in runs:
@@ -139,6 +149,7 @@ def main():
                 "same": ok[spec],
                 "bitwise": bitwise[spec],
                 "sub": a.sub,
+                "common_sub": a.common_sub,
                 "b_dir": a.b_dir,
                 "b_host": a.b_host,
             }

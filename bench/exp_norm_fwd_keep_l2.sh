@@ -13,19 +13,8 @@ ab norms "ab-$gpu-ln-wide-x-nc.log" --sub "wide_row_packs<kLnWideLd>\(x" "wide_r
   layer_norm:float32:32768x4096 layer_norm:float32:32768x8192
 ab norms "ab-$gpu-rms-wide-x-nc.log" --sub "wide_row_packs<kRmsFwdLd>\(x" "wide_row_packs<kk::kNc>(x" \
   rms_norm:float32:32768x4096 rms_norm:bfloat16:32768x8192
-b=/tmp/kk-keep-l1
-mkdir -p $b && cp ../kernels/*.cu $b/
-python3 - "$b" <<'PY' || exit 1
-import sys
-src = open("../kernels/common.cuh").read()
-old = """  asm("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p), "l"(keep_policy()));"""
-new = """  asm("ld.global.L1::evict_last.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p));"""
-assert src.count(old) == 1, "ld_keep's asm not found"
-open(sys.argv[1] + "/common.cuh", "w").write(src.replace(old, new))
-PY
-ab norms "ab-$gpu-norm-fwd-keep-l1.log" --b-dir $b \
+# B: ld_keep's asm without its L2 policy operand.
+l1=(--common-sub 'L1::evict_last\.L2::cache_hint\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\], %5;'
+  'L1::evict_last.v4.u32 {%0, %1, %2, %3}, [%4];' --common-sub ': "l"\(p\), "l"\(keep_policy\(\)\)\);' ': "l"(p));')
+ab norms "ab-$gpu-norm-fwd-keep-l1.log" "${l1[@]}" \
   layer_norm:float32:32768x4096 rms_norm:float32:32768x4096 rms_norm:float32:32768x8192 rms_norm:bfloat16:32768x8192

@@ -8,23 +8,15 @@
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
 export AB_ROUNDS=${AB_ROUNDS:-6}
-b=/tmp/kk-store-v4
-mkdir -p $b && cp ../kernels/*.cu $b/
-python3 - "$b" <<'PY' || exit 1
-import sys
-src = open("../kernels/common.cuh").read()
-old = """  } else {
-    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&r);"""
-assert src.count(old) == 1, "store_vec's 16-byte copy not found"
-new = old.replace("*reinterpret_cast<uint4*>(p) = *", "__stwb(reinterpret_cast<uint4*>(p), *").replace("(&r);", "(&r));")
-open(sys.argv[1] + "/common.cuh", "w").write(src.replace(old, new))
-PY
+# B: common.cuh's 16-byte C++ copy in store_vec as __stwb.
+v4=(--common-sub '\*reinterpret_cast<uint4\*>\(p\) = \*reinterpret_cast<const uint4\*>\(&r\);'
+  '__stwb(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&r));')
 # layer_norm float32 x 8192 (kk_layer_norm_fwd_wide, whose stores were whole) is the control.
-ab norms "ab-$gpu-store-v4-norms.log" --b-dir $b \
+ab norms "ab-$gpu-store-v4-norms.log" "${v4[@]}" \
   rms_norm:float32:32768x8192 add_rms_norm:float32:32768x8192 add_rms_norm:float32:32768x4096 \
   layer_norm:float32:32768x1024 rms_norm:float32:32768x1024 rms_norm_backward:float32:32768x2048 \
   layer_norm:float32:32768x8192
-ab softmax "ab-$gpu-store-v4-softmax.log" --b-dir $b \
+ab softmax "ab-$gpu-store-v4-softmax.log" "${v4[@]}" \
   softmax:float32:32768x8192 softmax_backward:float32:32768x8192 cross_entropy_backward:float32:32768x8192 \
   softmax:float32:8192x65536
-ab activations "ab-$gpu-store-v4-rope.log" --b-dir $b rope:float32:32768x4096
+ab activations "ab-$gpu-store-v4-rope.log" "${v4[@]}" rope:float32:32768x4096

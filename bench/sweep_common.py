@@ -20,24 +20,34 @@ from kernelkit.ops import norms
 _variants = {}
 
 
+def _substituted(text: str, subs: Sequence[Tuple[str, str]], count: int, name: str) -> str:
+    """``text`` with each (regex, replacement) applied ``count`` times (which must match; 0: every match)."""
+    for pat, rep in subs:
+        text, n = re.subn(pat, rep, text, count=count)
+        if count and n != count:
+            raise ValueError(f"pattern {pat!r} matched {n} times in {name}")
+    return text
+
+
 def source_variant(
     family: str,
     subs: Sequence[Tuple[str, str]] = (),
     count: int = 1,
     common: Optional[str] = None,
     source: Optional[str] = None,
+    common_subs: Sequence[Tuple[str, str]] = (),
 ):
     """kernels/<family>.cu with each (regex, replacement) applied ``count`` times (which must match), or with
     count=0 to every match there is, compiled as its own module (NVRTC, a few seconds); ``common``: a
-    common.cuh to use instead, ``source``: a <family>.cu to start from instead."""
-    key = (family, tuple(subs), count, common, source)
+    common.cuh to use instead, ``source``: a <family>.cu to start from instead; ``common_subs``: substitutions in
+    common.cuh, applied as ``subs`` are."""
+    key = (family, tuple(subs), count, common, source, tuple(common_subs))
     if key not in _variants:
-        src = source if source is not None else _native.op_source(f"{family}.cu")
-        for pat, rep in subs:
-            src, n = re.subn(pat, rep, src, count=count)
-            if count and n != count:
-                raise ValueError(f"pattern {pat!r} matched {n} times in {family}.cu")
+        src = _substituted(
+            source if source is not None else _native.op_source(f"{family}.cu"), subs, count, f"{family}.cu"
+        )
         header = common if common is not None else _native.op_source("common.cuh")
+        header = _substituted(header, common_subs, count, "common.cuh")
         name = f"sweep_{family}_{len(_variants)}"
         _variants[key] = kernelkit.load_inline(name, src, headers={"common.cuh": header})
     return _variants[key]
