@@ -7,6 +7,7 @@
 #   steps: tests foundation hostpath ops demo doctor sweep sweep-rows sweep-flat sweep-split sweep-llm
 #          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes), llm-ce (llm-softmax's
 #          cross-entropy backward and fwd_bwd cells alone),
+#          llm-norms-fwd (llm-norms' forward cells alone),
 #          llm-odd (the row ops at widths off the 16-byte path: 32768 x 4097, and GPT-2's vocabulary, 8192 x 50257)
 #          llama (bench/llama_train.py on one GPU), llama-accum (the same with 2 micro-batches a step, as
 #          transformers' Trainer accumulates), ddp (the same under DDP on two GPUs)
@@ -40,6 +41,12 @@
 #          store-v4 (bench/exp_store_v4.sh: A/B of kk::store_vec's 16-byte stores, one v4 store or a C++ copy),
 #          ncu-norm-fwd (bench/exp_ncu_norm_fwd.py under ncu: the norm forwards behind torch.compile, and its kernels),
 #          norm-wide-sync (bench/exp_norm_wide_sync.sh: A/B of the norm forwards' block sums without their second barrier),
+#          l2-policy (bench/exp_l2_policy.sh: A/B of other L2 eviction priorities for the norm kernels' loads and stores),
+#          l2-prefetch (bench/exp_l2_prefetch.sh: A/B of kKeep's loads with a 256-byte L2 prefetch, and the PTX of
+#          torch.compile's norm forwards),
+#          l2-demote (bench/exp_l2_demote.sh: A/B of the norm forwards' x lines marked evict_normal again once read),
+#          norm-fwd-no-stats (bench/exp_norm_fwd_no_stats.sh: A/B of the norm forwards without their per-row stats),
+#          ties-norms (bench/exp_ties.py on the norm forwards of session 31's H200 cells, 40 rounds),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments as shell words, e.g.
 #        "tests/test_llm_ops.py -k 'rope or swiglu'"),
@@ -82,10 +89,11 @@ for s in $steps; do
     foundation) python3 bench/foundation.py --out "$OUT/foundation.json" 2>&1 | tail -25 ;;
     ops) COLUMNS=200 python3 -m kernelkit bench --json "$OUT/ops.json" --plot "$OUT/ops.png" 2>&1 | tee "$OUT/ops.log" | tail -3 ;;
     demo) python3 -m kernelkit demo 2>&1 | tee "$OUT/demo.log" | tail -25 ;;
-    llm-norms | llm-softmax | llm-ce | llm-act | llm-odd)
+    llm-norms | llm-norms-fwd | llm-softmax | llm-ce | llm-act | llm-odd)
       sizes=()  # the issue's sizes (kernelkit bench's default)
       case $s in
         llm-norms) names="rms_norm rms_norm_backward add_rms_norm add_rms_norm_backward layer_norm layer_norm_backward" ;;
+        llm-norms-fwd) names="rms_norm add_rms_norm layer_norm" ;;
         llm-softmax) names="softmax softmax_backward cross_entropy cross_entropy_backward cross_entropy_fwd_bwd cross_entropy_items_fwd_bwd" ;;
         llm-ce) names="cross_entropy_backward cross_entropy_fwd_bwd cross_entropy_items_fwd_bwd" ;;
         llm-act) names="swiglu swiglu_backward rope rope_backward" ;;
@@ -129,6 +137,10 @@ for s in $steps; do
     norm-ties) OUT=$OUT bash bench/exp_norm_ties.sh ;;
     norm-wide-sync) OUT=$OUT bash bench/exp_norm_wide_sync.sh ;;
     store-v4) OUT=$OUT bash bench/exp_store_v4.sh ;;
+    l2-policy) OUT=$OUT bash bench/exp_l2_policy.sh ;;
+    l2-prefetch) OUT=$OUT bash bench/exp_l2_prefetch.sh ;;
+    l2-demote) OUT=$OUT bash bench/exp_l2_demote.sh ;;
+    norm-fwd-no-stats) OUT=$OUT bash bench/exp_norm_fwd_no_stats.sh ;;
     norm-fwd-keep-l2) OUT=$OUT bash bench/exp_norm_fwd_keep_l2.sh ;;
     ncu-norm-fwd)
       m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__block_size
@@ -137,6 +149,8 @@ for s in $steps; do
       m=$m,dram__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_sector_hit_rate.pct
       ncu --kernel-name regex:'kk_|triton' --metrics "$m" python3 bench/exp_ncu_norm_fwd.py 2>&1 \
         | tee "$OUT/ncu-norm-fwd.txt" | grep -v "^==PROF==" | tail -120 ;;
+    ties-norms) python3 bench/exp_ties.py --only rms_norm layer_norm --rounds 40 --out "$OUT/ties-norms.json" 2>&1 \
+      | tee "$OUT/ties-norms.log" | tail -6 ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
       | tee "$OUT/ties-softmax.log" | tail -8 ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;

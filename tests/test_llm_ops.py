@@ -327,6 +327,53 @@ def test_layer_norm_without_bias(device, dtype):
     check_reference(case, case.make(4, 257, dtype, device), dtype)
 
 
+NORM_OPS = ["rms_norm", "add_rms_norm", "layer_norm"]
+
+
+@pytest.mark.parametrize("cols", [*WIDTHS, WIDE])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", NORM_OPS)
+def test_norm_inference_matches_training(device, op, dtype, cols):
+    """A call autograd does not record (grad mode off, or no input that requires grad) takes the op's
+    ``*_inference`` twin, which writes no per-row statistics: its outputs equal the recording op's, bit for bit, on
+    every kernel path (the widths reach the scalar, shifted, held, split and streamed rows)."""
+    case = CASES[op]
+    args = case.make(3, cols, dtype, device)
+    recorded = case.kk(*(a.clone().requires_grad_() for a in args))
+    with _CountOps() as seen:
+        with torch.no_grad():
+            off = case.kk(*(a.clone().requires_grad_() for a in args))
+        plain = case.kk(*args)
+    assert seen.names == {f"{op}_inference"}
+    assert all(o.grad_fn is not None for o in recorded)
+    for r, a, b in zip(recorded, off, plain):
+        assert torch.equal(r.detach(), a) and torch.equal(r.detach(), b)
+
+
+@pytest.mark.parametrize("op", NORM_OPS)
+def test_norm_inference_compiles_to_its_own_op(device, op):
+    """torch.compile(fullgraph=True) picks the op by the same rule, in the graph dynamo captures: the inference op
+    without grad, the recording op with it (guarded, so the second call recompiles); both equal to eager."""
+    from torch._dynamo.testing import EagerAndRecordGraphs
+
+    torch._dynamo.reset()
+    case = CASES[op]
+    args = case.make(4, 64, torch.float32, device)
+    backend = EagerAndRecordGraphs()
+    fn = torch.compile(case.kk, backend=backend, fullgraph=True)
+    eager = case.kk(*args)
+    with torch.no_grad():
+        off = fn(*args)
+    grads = tuple(a.clone().requires_grad_() for a in args)
+    on = fn(*grads)
+    sum(o.sum() for o in on).backward()
+    assert len(backend.graphs) == 2
+    assert f"kernelkit.{op}_inference.default" in backend.graphs[0].code
+    assert f"kernelkit.{op}.default" in backend.graphs[1].code and "_inference" not in backend.graphs[1].code
+    assert all(g.grad is not None for g in grads)
+    assert all(torch.equal(a, b) and torch.equal(a, c.detach()) for a, b, c in zip(eager, off, on))
+
+
 @pytest.mark.parametrize("dim", [0, 1, -2])
 def test_softmax_along_other_dims(device, dim):
     case = OpCase(
@@ -865,6 +912,9 @@ LLM_OPS = [
     "add_rms_norm_backward",
     "layer_norm",
     "layer_norm_backward",
+    "rms_norm_inference",
+    "add_rms_norm_inference",
+    "layer_norm_inference",
     "softmax",
     "softmax_backward",
     "cross_entropy",
@@ -908,6 +958,12 @@ def _opcheck_args(name, device):
     if name == "layer_norm_backward":
         _, mean, rstd = kk.layer_norm(x, w, b, LN_EPS)
         return (g, x, w, mean, rstd)
+    if name == "rms_norm_inference":
+        return (x, w, RMS_EPS)
+    if name == "add_rms_norm_inference":
+        return (x, g2, w, RMS_EPS)
+    if name == "layer_norm_inference":
+        return (x, w, b, LN_EPS)
     if name == "softmax":
         return grad(x)
     if name == "softmax_backward":

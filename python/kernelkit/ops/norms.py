@@ -1,8 +1,9 @@
 """rms_norm, add_rms_norm and layer_norm over the last dim, with backward ops.
 
 The registered ops return their saved statistics too (``rstd``, ``mean``) so that backward needs no
-recomputation; the functions here return what a model uses. CUDA kernels: kernels/norms.cu; CPU
-implementations: Rust (kernelkit-ops).
+recomputation; the functions here return what a model uses. A call autograd will not record (grad mode off, or
+no input that requires grad) takes the op's ``*_inference`` twin instead, which writes no statistics. CUDA kernels:
+kernels/norms.cu; CPU implementations: Rust (kernelkit-ops).
 """
 
 from __future__ import annotations
@@ -53,6 +54,26 @@ def _stat(x):
 
 
 _STAT = Out(shape=_rows, dtype=_stat)
+
+
+def _records_grad(*tensors) -> bool:
+    """Whether autograd records a call on ``tensors``: only then are the per-row statistics worth writing. A 4-byte
+    store per row, they cost the float32 RMSNorm forward 0.1-0.2% at 32768 x 8192 on an H200 (bench/results/
+    h200-2026-11-28-s51/ab-h200-norm-fwd-no-stats.log). Non-tensors fall through to the op's own argument errors.
+    A plain loop: any() over a generator costs more than the rest of the host path's checks."""
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            return True
+    return False
+
+
+def _scratch_stat(x: torch.Tensor) -> torch.Tensor:
+    """Per-row statistics for the Rust CPU kernels of the inference ops to write and drop: they compute them in
+    the same pass as y."""
+    return torch.empty(_rows(x), dtype=_stat(x), device=x.device)
+
 
 # ---------------------------------------------------------------- CUDA launch shapes (kernels/norms.cu)
 # A block is (R, Y): R threads share a row, Y rows side by side. Each thread keeps E elements of its row
@@ -605,13 +626,23 @@ _rms_norm = op(
 )(lambda x, weight, eps, y, rstd: _launch_forward("kk_rms_norm_fwd", x, (x, weight, y, rstd), eps))
 
 
+_rms_norm_inference = op(
+    "kernelkit::rms_norm_inference(Tensor x, Tensor weight, float eps=1e-6) -> Tensor",
+    inputs={"x": _X, "weight": _W},
+    output=like("x"),
+    cpu=lambda x, weight, eps, y: _native.cpu_rms_norm_fwd(x, weight, y, _scratch_stat(x), eps),
+)(lambda x, weight, eps, y: _launch_forward("kk_rms_norm_fwd", x, (x, weight, y, 0), eps))
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """RMSNorm over the last dim, as Hugging Face's LlamaRMSNorm: x * rsqrt(mean(x²) + eps) * weight,
     computed in float32 (float64 for float64) and rounded once.
 
     >>> y = kernelkit.ops.rms_norm(x, weight, 1e-6)
     """
-    return _rms_norm(x, weight, eps)[0]
+    if _records_grad(x, weight):
+        return _rms_norm(x, weight, eps)[0]
+    return _rms_norm_inference(x, weight, eps)
 
 
 # ---------------------------------------------------------------- add_rms_norm
@@ -663,6 +694,18 @@ _add_rms_norm = op(
 )(lambda x, res, w, eps, y, h, rstd: _launch_forward("kk_add_rms_norm_fwd", x, (x, res, w, y, h, rstd), eps))
 
 
+_add_rms_norm_inference = op(
+    "kernelkit::add_rms_norm_inference(Tensor x, Tensor residual, Tensor weight, float eps=1e-6) -> (Tensor, Tensor)",
+    inputs={
+        "x": _X,
+        "residual": TensorSpec(same_dtype_as="x", contiguous=True, make_contiguous=True, shape=("*", "N")),
+        "weight": _W,
+    },
+    output=(like("x"), like("x")),
+    cpu=lambda x, res, w, eps, y, h: _native.cpu_add_rms_norm_fwd(x, res, w, y, h, _scratch_stat(x), eps),
+)(lambda x, res, w, eps, y, h: _launch_forward("kk_add_rms_norm_fwd", x, (x, res, w, y, h, 0), eps))
+
+
 def add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
 ) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -670,8 +713,10 @@ def add_rms_norm(
 
     >>> normed, residual = kernelkit.ops.add_rms_norm(hidden, residual, weight, 1e-6)
     """
-    y, h, _ = _add_rms_norm(x, residual, weight, eps)
-    return y, h
+    if _records_grad(x, residual, weight):
+        y, h, _ = _add_rms_norm(x, residual, weight, eps)
+        return y, h
+    return _add_rms_norm_inference(x, residual, weight, eps)
 
 
 # ---------------------------------------------------------------- layer_norm
@@ -717,6 +762,14 @@ _layer_norm = op(
 )(lambda x, w, b, eps, y, mean, rstd: _launch_forward("kk_layer_norm_fwd", x, (x, w, b, y, mean, rstd), eps))
 
 
+_layer_norm_inference = op(
+    "kernelkit::layer_norm_inference(Tensor x, Tensor weight, Tensor bias, float eps=1e-5) -> Tensor",
+    inputs={"x": _X, "weight": _W, "bias": _W},
+    output=like("x"),
+    cpu=lambda x, w, b, eps, y: _native.cpu_layer_norm_fwd(x, w, b, y, _scratch_stat(x), _scratch_stat(x), eps),
+)(lambda x, w, b, eps, y: _launch_forward("kk_layer_norm_fwd", x, (x, w, b, y, 0, 0), eps))
+
+
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], eps: float = 1e-5) -> torch.Tensor:
     """LayerNorm over the last dim with affine weight and bias (a missing bias is zeros).
 
@@ -724,4 +777,6 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
     """
     if bias is None:
         bias = torch.zeros_like(weight)
-    return _layer_norm(x, weight, bias, eps)[0]
+    if _records_grad(x, weight, bias):
+        return _layer_norm(x, weight, bias, eps)[0]
+    return _layer_norm_inference(x, weight, bias, eps)
