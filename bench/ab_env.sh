@@ -13,3 +13,10 @@ ab() {
   python3 ab_source.py --family "$family" --queued --rounds "${AB_ROUNDS:-4}" "$@" 2>&1 | tee "$OUT/$log" \
     | grep -v '^  *$' | tail -12
 }
+# LOG KERNEL DTYPE LO HI PACKS MINB CASE...: A/B of the norms, B taking KERNEL's lean _wide kernel at that fit (ops/norms.py
+# _WIDE_FIT) for LO < cols <= HI in DTYPE (its other widths as B's list leaves them: off the _wide kernel)
+ab_wide_fit() {
+  local log=$1 k=$2 t=$3 lo=$4 hi=$5 p=$6 m=$7
+  shift 7
+  ab norms "$log" --b-host "norms._WIDE_FIT=norms._WIDE_FIT | {('$k', torch.$t): [($lo, $hi, $p, $m)]}" "$@"
+}

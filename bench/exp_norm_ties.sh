@@ -9,13 +9,8 @@
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
 export AB_ROUNDS=${AB_ROUNDS:-8}
-wide() {  # LOG KERNEL DTYPE LO HI PACKS MINB CASE...: B takes KERNEL's _wide at that fit for LO < cols <= HI
-  local log=$1 k=$2 t=$3 lo=$4 hi=$5 p=$6 m=$7
-  shift 7
-  ab norms "$log" --b-host "norms._WIDE_FIT=norms._WIDE_FIT | {('$k', torch.$t): [($lo, $hi, $p, $m)]}" "$@"
-}
-wide "ab-$gpu-tie-rms-f32-w43.log" kk_rms_norm_fwd float32 4096 8192 4 3 rms_norm:float32:32768x8192
-wide "ab-$gpu-tie-rms-f32-w42.log" kk_rms_norm_fwd float32 4096 8192 4 2 rms_norm:float32:32768x8192
-wide "ab-$gpu-tie-ln-f32-w43.log" kk_layer_norm_fwd float32 2048 4096 4 3 layer_norm:float32:32768x4096
-wide "ab-$gpu-tie-rms-bf16-w43.log" kk_rms_norm_fwd bfloat16 4096 8192 4 3 rms_norm:bfloat16:32768x8192
-wide "ab-$gpu-tie-rms-bf16-w42.log" kk_rms_norm_fwd bfloat16 4096 8192 4 2 rms_norm:bfloat16:32768x8192
+ab_wide_fit "ab-$gpu-tie-rms-f32-w43.log" kk_rms_norm_fwd float32 4096 8192 4 3 rms_norm:float32:32768x8192
+ab_wide_fit "ab-$gpu-tie-rms-f32-w42.log" kk_rms_norm_fwd float32 4096 8192 4 2 rms_norm:float32:32768x8192
+ab_wide_fit "ab-$gpu-tie-ln-f32-w43.log" kk_layer_norm_fwd float32 2048 4096 4 3 layer_norm:float32:32768x4096
+ab_wide_fit "ab-$gpu-tie-rms-bf16-w43.log" kk_rms_norm_fwd bfloat16 4096 8192 4 3 rms_norm:bfloat16:32768x8192
+ab_wide_fit "ab-$gpu-tie-rms-bf16-w42.log" kk_rms_norm_fwd bfloat16 4096 8192 4 2 rms_norm:bfloat16:32768x8192

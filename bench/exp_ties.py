@@ -9,6 +9,7 @@ identical implementations read on the same machine.
 
     python3 bench/exp_ties.py --rounds 40 --out ties.json
     python3 bench/exp_ties.py --cells h100-s40 --rounds 20 --out ties-h100.json
+    python3 bench/exp_ties.py --only layer_norm --host "norms._WIDE_FIT=norms._WIDE_FIT | {...}"
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import random
 import statistics
 
 import torch
+from ab_source import _host_settings
 
 from kernelkit.bench import _job_calls, _time_interleaved, copy_bandwidth, environment, op_cases
 
@@ -96,10 +98,21 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=10, help="calls per implementation per round")
     ap.add_argument("--cells", choices=sorted(CELLS), default="h200-s31", help="the set of cells")
     ap.add_argument("--only", nargs="*", help="case names to time (default: every cell of the set)")
+    ap.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        metavar="MODULE.NAME=EXPR",
+        help="a host setting of kernelkit.ops.MODULE for every kernelkit call, as ab_source.py's --b-host",
+    )
     ap.add_argument("--out")
     a = ap.parse_args()
+    for mod, name, _, value in _host_settings(a.host):  # before any call: no launch shape is cached yet
+        setattr(mod, name, value)
     copy = copy_bandwidth()
     print(f"copy {copy:.0f} GB/s, {a.rounds} rounds of {a.calls} calls; ratio: other / kernelkit, >1 kernelkit faster")
+    for h in a.host:
+        print(f"kernelkit with {h}")
     results = []
     for name, dtype, size, other in CELLS[a.cells]:
         if a.only and name not in a.only:
@@ -115,7 +128,9 @@ def main() -> None:
         )
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"environment": environment(), "copy_gbps": copy, "results": results}, f, indent=1)
+            json.dump(
+                {"environment": environment(), "copy_gbps": copy, "host": a.host, "results": results}, f, indent=1
+            )
 
 
 if __name__ == "__main__":

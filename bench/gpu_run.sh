@@ -46,7 +46,9 @@
 #          torch.compile's norm forwards),
 #          l2-demote (bench/exp_l2_demote.sh: A/B of the norm forwards' x lines marked evict_normal again once read),
 #          norm-fwd-no-stats (bench/exp_norm_fwd_no_stats.sh: A/B of the norm forwards without their per-row stats),
+#          norm-fwd-fits (bench/exp_norm_fwd_fits.sh: A/B of other _wide fits for the two norm forwards behind),
 #          ties-norms (bench/exp_ties.py on the norm forwards of session 31's H200 cells, 40 rounds),
+#          ties-ln-fit (bench/exp_ties.py on layer_norm float32 x 4096, shipped and at the _wide fit (4, 2)),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments as shell words, e.g.
 #        "tests/test_llm_ops.py -k 'rope or swiglu'"),
@@ -141,6 +143,7 @@ for s in $steps; do
     l2-prefetch) OUT=$OUT bash bench/exp_l2_prefetch.sh ;;
     l2-demote) OUT=$OUT bash bench/exp_l2_demote.sh ;;
     norm-fwd-no-stats) OUT=$OUT bash bench/exp_norm_fwd_no_stats.sh ;;
+    norm-fwd-fits) OUT=$OUT bash bench/exp_norm_fwd_fits.sh ;;
     norm-fwd-keep-l2) OUT=$OUT bash bench/exp_norm_fwd_keep_l2.sh ;;
     ncu-norm-fwd)
       m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__block_size
@@ -151,6 +154,10 @@ for s in $steps; do
         | tee "$OUT/ncu-norm-fwd.txt" | grep -v "^==PROF==" | tail -120 ;;
     ties-norms) python3 bench/exp_ties.py --only rms_norm layer_norm --rounds 40 --out "$OUT/ties-norms.json" 2>&1 \
       | tee "$OUT/ties-norms.log" | tail -6 ;;
+    ties-ln-fit)
+      for fit in "" "norms._WIDE_FIT=norms._WIDE_FIT | {('kk_layer_norm_fwd', torch.float32): [(2048, 4096, 4, 2)]}"; do
+        python3 bench/exp_ties.py --only layer_norm ${fit:+--host "$fit"} --rounds 40 2>&1 | tail -2
+      done | tee "$OUT/ties-ln-fit.log" ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
       | tee "$OUT/ties-softmax.log" | tail -8 ;;
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
