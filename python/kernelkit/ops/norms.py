@@ -626,6 +626,7 @@ _rms_norm = op(
 )(lambda x, weight, eps, y, rstd: _launch_forward("kk_rms_norm_fwd", x, (x, weight, y, rstd), eps))
 
 
+# The inference twins launch the same kernels with 0 (a null pointer) for the statistics, which they then do not store.
 _rms_norm_inference = op(
     "kernelkit::rms_norm_inference(Tensor x, Tensor weight, float eps=1e-6) -> Tensor",
     inputs={"x": _X, "weight": _W},
@@ -680,13 +681,14 @@ def _add_backward(ctx, grad_y, grad_residual, grad_rstd):
     return gh, gh, gw, None
 
 
+_ADD_INPUTS = {
+    "x": _X,
+    "residual": TensorSpec(same_dtype_as="x", contiguous=True, make_contiguous=True, shape=("*", "N")),
+    "weight": _W,
+}
 _add_rms_norm = op(
     "kernelkit::add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps=1e-6) -> (Tensor, Tensor, Tensor)",
-    inputs={
-        "x": _X,
-        "residual": TensorSpec(same_dtype_as="x", contiguous=True, make_contiguous=True, shape=("*", "N")),
-        "weight": _W,
-    },
+    inputs=_ADD_INPUTS,
     output=(like("x"), like("x"), _STAT),
     backward=_add_backward,
     setup_context=_add_setup,
@@ -696,11 +698,7 @@ _add_rms_norm = op(
 
 _add_rms_norm_inference = op(
     "kernelkit::add_rms_norm_inference(Tensor x, Tensor residual, Tensor weight, float eps=1e-6) -> (Tensor, Tensor)",
-    inputs={
-        "x": _X,
-        "residual": TensorSpec(same_dtype_as="x", contiguous=True, make_contiguous=True, shape=("*", "N")),
-        "weight": _W,
-    },
+    inputs=_ADD_INPUTS,
     output=(like("x"), like("x")),
     cpu=lambda x, res, w, eps, y, h: _native.cpu_add_rms_norm_fwd(x, res, w, y, h, _scratch_stat(x), eps),
 )(lambda x, res, w, eps, y, h: _launch_forward("kk_add_rms_norm_fwd", x, (x, res, w, y, h, 0), eps))
