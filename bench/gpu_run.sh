@@ -47,6 +47,7 @@
 #          l2-demote (bench/exp_l2_demote.sh: A/B of the norm forwards' x lines marked evict_normal again once read),
 #          norm-fwd-no-stats (bench/exp_norm_fwd_no_stats.sh: A/B of the norm forwards without their per-row stats),
 #          norm-fwd-fits (bench/exp_norm_fwd_fits.sh: A/B of other _wide fits for the two norm forwards behind),
+#          norm-fwd-reload (bench/exp_norm_fwd_reload.sh: A/B of the norm forwards' output pass reloading x evict_first),
 #          ties-norms (bench/exp_ties.py on the norm forwards of session 31's H200 cells, 40 rounds),
 #          ties-ln-fit (bench/exp_ties.py on layer_norm float32 x 4096, shipped and at the _wide fit (4, 2)),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
@@ -144,6 +145,7 @@ for s in $steps; do
     l2-demote) OUT=$OUT bash bench/exp_l2_demote.sh ;;
     norm-fwd-no-stats) OUT=$OUT bash bench/exp_norm_fwd_no_stats.sh ;;
     norm-fwd-fits) OUT=$OUT bash bench/exp_norm_fwd_fits.sh ;;
+    norm-fwd-reload) OUT=$OUT bash bench/exp_norm_fwd_reload.sh ;;
     norm-fwd-keep-l2) OUT=$OUT bash bench/exp_norm_fwd_keep_l2.sh ;;
     ncu-norm-fwd)
       m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__block_size
