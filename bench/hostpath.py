@@ -78,6 +78,7 @@ def main() -> None:
         "torch_add_eager": per_call_us(lambda: torch.add(x, x)),
     }
     import kernelkit.ops as K
+    from kernelkit.ops import norms
 
     z = torch.randn(16, device="cuda")
     res["kernelkit_ops_muladd_eager"] = per_call_us(lambda: K.muladd(x, z, x))
@@ -114,6 +115,19 @@ def main() -> None:
             "train_cross_entropy_torch": lambda: grad(torch.nn.functional.cross_entropy(rows, tgt), (rows,)),
             "train_swiglu_kernelkit": lambda: grad(K.swiglu(rows, gy), (rows,), gy),
             "train_swiglu_dispatcher": lambda: grad(kk.swiglu(rows, gy), (rows,), gy),
+        }
+    )
+    # Inference calls on the same rows (no grad): the norms' *_inference ops, which allocate no stats, against the
+    # recording op called without grad, and torch's own fused norms.
+    xr, wr, br = rows.detach(), wt.detach(), torch.randn(64, device="cuda")
+    host_only.update(
+        {
+            "infer_rms_norm_kernelkit": lambda: K.rms_norm(xr, wr, 1e-6),
+            "infer_rms_norm_recording_op": lambda: norms._rms_norm(xr, wr, 1e-6),
+            "infer_rms_norm_torch": lambda: torch.nn.functional.rms_norm(xr, (64,), wr, 1e-6),
+            "infer_layer_norm_kernelkit": lambda: K.layer_norm(xr, wr, br, 1e-5),
+            "infer_layer_norm_recording_op": lambda: norms._layer_norm(xr, wr, br, 1e-5),
+            "infer_layer_norm_torch": lambda: torch.nn.functional.layer_norm(xr, (64,), wr, br, 1e-5),
         }
     )
     for k, f in host_only.items():
