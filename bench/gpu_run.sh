@@ -3,7 +3,9 @@
 # machine carried in dist/ (and Liger-Kernel's wheel there too, when it is to be compared).
 # Installs it, runs the whole test suite (GPU tests included), the benchmarks and the demo, and
 # writes logs and JSON reports to $OUT.
-#   usage: bash bench/gpu_run.sh [STEP ...]   (default: tests foundation ops demo)
+#   usage: bash bench/gpu_run.sh [STEP ...]   (default: tests foundation ops demo; install: the wheel alone)
+#   Any other STEP runs bench/exp_STEP.sh, dashes as underscores (e.g. l2-policy: bench/exp_l2_policy.sh); those below
+#   with a script of another name have their own case.
 #   steps: tests foundation hostpath ops demo doctor sweep sweep-rows sweep-flat sweep-split sweep-llm
 #          llm-norms llm-softmax llm-act (the issue-5 benchmark, in three parts of < 10 minutes), llm-ce (llm-softmax's
 #          cross-entropy backward and fwd_bwd cells alone),
@@ -115,38 +117,9 @@ for s in $steps; do
       done
       ls "$OUT/triton-ptx" | head ;;
     warp-occupancy) OUT=$OUT bash bench/exp_warp_rows_occupancy.sh ;;
-    h100-norm-bwd) OUT=$OUT bash bench/exp_h100_norm_bwd.sh ;;
-    h100-load-hints) OUT=$OUT bash bench/exp_h100_load_hints.sh ;;
-    h100-ln-fwd) OUT=$OUT bash bench/exp_h100_ln_fwd.sh ;;
     softmax-issue) OUT=$OUT python3 bench/exp_softmax_fwd_issue.py ;;
     softmax-once) OUT=$OUT bash bench/exp_softmax_exp_once.sh ;;
-    ce-two-h200) OUT=$OUT bash bench/exp_ce_two_h200.sh ;;
-    softmax-one-row) OUT=$OUT bash bench/exp_softmax_one_row.sh ;;
-    softmax-held-fits) OUT=$OUT bash bench/exp_softmax_held_fits.sh ;;
     softmax-sass) OUT=$OUT bash bench/exp_h100_softmax_sass.sh ;;
-    softmax-span) OUT=$OUT bash bench/exp_softmax_span.sh ;;
-    softmax-shifted) OUT=$OUT bash bench/exp_softmax_shifted.sh ;;
-    ce-shifted) OUT=$OUT bash bench/exp_ce_shifted.sh ;;
-    norms-shifted) OUT=$OUT bash bench/exp_norms_shifted.sh ;;
-    shifted-chunks) OUT=$OUT bash bench/exp_shifted_chunks.sh ;;
-    shifted-bulk) OUT=$OUT bash bench/exp_shifted_bulk.sh ;;
-    ce-bwd-flat-bf16) OUT=$OUT bash bench/exp_ce_bwd_flat_bf16.sh ;;
-    ce-bwd-bf16) OUT=$OUT bash bench/exp_ce_bwd_bf16.sh ;;
-    ce-keep64) OUT=$OUT bash bench/exp_ce_keep64.sh ;;
-    ce-lean-cut) OUT=$OUT bash bench/exp_ce_lean_cut.sh ;;
-    norm-bwd-keep16) OUT=$OUT bash bench/exp_norm_bwd_keep16.sh ;;
-    norm-bwd-keep-rows) OUT=$OUT bash bench/exp_norm_bwd_keep_rows.sh ;;
-    h100-ce-keep64) OUT=$OUT bash bench/exp_h100_ce_keep64.sh ;;
-    norm-ties) OUT=$OUT bash bench/exp_norm_ties.sh ;;
-    norm-wide-sync) OUT=$OUT bash bench/exp_norm_wide_sync.sh ;;
-    store-v4) OUT=$OUT bash bench/exp_store_v4.sh ;;
-    l2-policy) OUT=$OUT bash bench/exp_l2_policy.sh ;;
-    l2-prefetch) OUT=$OUT bash bench/exp_l2_prefetch.sh ;;
-    l2-demote) OUT=$OUT bash bench/exp_l2_demote.sh ;;
-    norm-fwd-no-stats) OUT=$OUT bash bench/exp_norm_fwd_no_stats.sh ;;
-    norm-fwd-fits) OUT=$OUT bash bench/exp_norm_fwd_fits.sh ;;
-    norm-fwd-reload) OUT=$OUT bash bench/exp_norm_fwd_reload.sh ;;
-    norm-fwd-keep-l2) OUT=$OUT bash bench/exp_norm_fwd_keep_l2.sh ;;
     ncu-norm-fwd)
       m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__block_size
       m=$m,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct
@@ -165,6 +138,15 @@ for s in $steps; do
     llama) python3 bench/llama_train.py --out "$OUT/llama.json" 2>&1 | tail -12 ;;
     llama-accum) python3 bench/llama_train.py --accumulate 2 --out "$OUT/llama-accum.json" 2>&1 | tail -12 ;;
     ddp) torchrun --nproc-per-node 2 bench/llama_train.py --out "$OUT/llama-ddp.json" 2>&1 | tail -12 ;;
+    install) ;;  # the wheel alone, installed above
+    *)  # an A/B script named after the step: bench/exp_<step, dashes as underscores>.sh
+      script=bench/exp_${s//-/_}.sh
+      if [ -f "$script" ]; then
+        OUT=$OUT bash "$script"
+      else
+        echo "gpu_run.sh: unknown step '$s' (no case here and no $script)" >&2
+        rc=1
+      fi ;;
   esac
 done
 exit $rc
