@@ -1604,14 +1604,16 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   }
 }
 
-// The wide kernels' launch: rows of at most NP * W * blockDim.x columns, cols % W == 0, blockDim = (R, 1) with R a
-// multiple of 32, every pointer in `ptrs` 16-byte aligned; anything else traps. Block 0 alone checks: the conditions
-// are the same in every block, and its trap fails the launch. Checked in every block they delay each one-row block's
-// first loads: layer_norm float32 32768 x 4096 took 257.2 us against 253.0 without them (H200, bench/exp_op_path.py,
-// h200-2026-11-23-s18/op-path2.log); kernelkit bench 258.6 -> 254.0 with them in block 0.
+// The wide kernels' launch: 0 < cols <= NP * W * blockDim.x, cols % W == 0, blockDim = (R, 1) with R a multiple of 32,
+// every pointer in `ptrs` 16-byte aligned; anything else traps. Block 0 alone checks, once its rows are done: its trap
+// fails the launch, and a launch they do not fit stays within its rows (a partial warp's shuffles read undefined
+// lanes). Each check ahead of a one-row block's first loads delays them. In every block: layer_norm float32 32768 x
+// 4096 257.2 us against 253.0 without (H200, h200-2026-11-23-s18/op-path2.log). In block 0, with every block's test of
+// blockIdx.x and early return, 0.4% (bench/exp_wide_check_late.sh, h200-2026-11-29-s52: 254.2 -> 253.2 us; against
+// torch.compile over 40 rounds 0.9959 -> 1.0052).
 template <int W, int NP> __device__ __forceinline__ void check_wide_launch(long long cols, unsigned long long ptrs) {
-  if (blockIdx.x == 0 && (cols % W != 0 || cols > NP * (long long)W * blockDim.x || blockDim.x % 32 != 0 ||
-                          blockDim.y != 1 || !kk::aligned16(ptrs)))
+  if (blockIdx.x == 0 && (cols <= 0 || cols % W != 0 || cols > NP * (long long)W * blockDim.x ||
+                          blockDim.x % 32 != 0 || blockDim.y != 1 || !kk::aligned16(ptrs)))
     __trap();
 }
 
@@ -1622,9 +1624,8 @@ __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                        float* __restrict__ mean, float* __restrict__ rstd, long long rows, long long cols, double eps) {
   static_assert(sizeof(T) == 4, "float rows");
-  if (rows <= 0 || cols <= 0) return;
-  check_wide_launch<4, NP>(cols, kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y));
   kk_norms::ln_fwd_wide_run<NP>(x, w, b, y, mean, rstd, rows, int(cols), float(eps));
+  check_wide_launch<4, NP>(cols, kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y));
 }
 
 // The same for RMSNorm rows of float, half or bf16 (kk_norms::rms_fwd_wide_run), launched as
@@ -1634,9 +1635,8 @@ __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, float* __restrict__ rstd,
                      long long rows, long long cols, double eps) {
   static_assert(sizeof(T) <= 4, "float, half or bf16 rows");
-  if (rows <= 0 || cols <= 0) return;
-  check_wide_launch<kk::kVec<T>, NP>(cols, kk::addr(x) | kk::addr(w) | kk::addr(y));
   kk_norms::rms_fwd_wide_run<T, NP>(x, w, y, rstd, rows, int(cols), float(eps));
+  check_wide_launch<kk::kVec<T>, NP>(cols, kk::addr(x) | kk::addr(w) | kk::addr(y));
 }
 
 // RMSNorm backward: gx = round(rstd*(gy*w - xhat*sum(gy*w*xhat)/cols) + g_extra), xhat = x*rstd

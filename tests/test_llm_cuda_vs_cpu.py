@@ -241,12 +241,23 @@ _LN_WIDE, _RMS_WIDE = "kk_layer_norm_fwd_wide<float, 2, 4>", "kk_rms_norm_fwd_wi
         (_LN_WIDE, "float32", 4096, 512, 1),
         (_RMS_WIDE, "bfloat16", 8196, 512, 0),
         (_RMS_WIDE, "bfloat16", 8192, 512, 1),
+        (_LN_WIDE, "float32", 0, 512, 0),
+        (_RMS_WIDE, "bfloat16", 0, 512, 0),
     ],
-    ids=["ln-cols-not-whole-packs", "ln-row-wider-than-the-block", "ln-misaligned-x", "rms-cols", "rms-misaligned-x"],
+    ids=[
+        "ln-cols-not-whole-packs",
+        "ln-row-wider-than-the-block",
+        "ln-misaligned-x",
+        "rms-cols",
+        "rms-misaligned-x",
+        "ln-no-cols",
+        "rms-no-cols",
+    ],
 )
 def test_wide_norm_launch_checks_fail_the_launch(launch_in_subprocess, expr, dtype, cols, block, offset):
-    """kk_layer_norm_fwd_wide and kk_rms_norm_fwd_wide check their launch in block 0 only; a launch they do not fit
-    fails with an error that names the kernel (in a subprocess: the trap ends the CUDA context)."""
+    """kk_layer_norm_fwd_wide and kk_rms_norm_fwd_wide check their launch in block 0 only, once its rows are done; a
+    launch they do not fit fails with an error that names the kernel (in a subprocess: the trap ends the CUDA
+    context)."""
     ln = expr == _LN_WIDE
     stdout, printed = launch_in_subprocess(f"""
         from kernelkit.ops._runtime import kernel
@@ -258,6 +269,24 @@ def test_wide_norm_launch_checks_fail_the_launch(launch_in_subprocess, expr, dty
         kernel("norms", "{expr}").launch(rows, {block}, args)
     """)
     assert f"LAUNCH_ERROR kernel '{expr}' failed" in stdout, printed
+
+
+@pytest.mark.parametrize("block, want", [(256, "LAUNCH_ERROR"), (512, "NO ERROR")], ids=["row-wider", "row-fits"])
+def test_held_norm_row_wider_than_its_registers_fails_the_launch(launch_in_subprocess, block, want):
+    """A held forward (TAIL = false) checks that its rows fit its registers (kernels/norms.cu check_fits): rows of 8192
+    floats at 4 packs need 512 threads, so a launch of 256 fails with an error that names the kernel, and one of 512
+    runs."""
+    expr = "kk_rms_norm_fwd<float, false, 4, 3>"
+    stdout, printed = launch_in_subprocess(f"""
+        from kernelkit.ops._runtime import kernel
+        rows, cols = 300, 8192
+        x, w = torch.randn(rows, cols, device="cuda"), torch.ones(cols, device="cuda")
+        y, rstd = torch.empty_like(x), torch.empty(rows, device="cuda")
+        kernel("norms", "{expr}").launch(rows, {block}, (x, w, y, rstd, rows, cols, 1e-6))
+    """)
+    assert stdout.startswith(want), printed
+    if want == "LAUNCH_ERROR":
+        assert f"kernel '{expr}' failed" in stdout, printed
 
 
 # (a split forward at its shipped fit, CTAs per 65536-column row, its shared-memory parameter slots per thread, the
