@@ -1465,13 +1465,20 @@ template <int NP, int V, bool SPLIT> __device__ __forceinline__ void check_fits_
 
 // RMSNorm forward entry (ADD: fused residual add; res, hout nullptr otherwise): the 16-byte path when
 // cols % VEC == 0 and every T pointer is aligned, else scalar; SHIFT: shifted rows (x, res, y and hout congruent16,
-// else it traps).
-template <int NP, bool ADD, bool TAIL, bool SPLIT, typename T, int CTAS = 0, bool SHIFT = false>
+// else it traps); VEC_ONLY: the 16-byte path alone, its conditions checked as kk_rms_norm_fwd says.
+template <int NP, bool ADD, bool TAIL, bool SPLIT, typename T, int CTAS = 0, bool SHIFT = false, bool VEC_ONLY = false>
 __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T* y, T* hout, kk::acc_t<T>* rstd,
                                         long long rows, long long cols, double eps) {
   if (kk::split_unsupported<SPLIT>()) return;
   constexpr int V = kk::kVec<T>;
-  if constexpr (SHIFT) {
+  if constexpr (VEC_ONLY) {
+    static_assert(!TAIL && !SPLIT && !SHIFT, "rows held in one block, on the 16-byte path");
+    kk_norms::rms_fwd_run<NP, V, ADD, false, false, T>(x, res, w, y, hout, rstd, rows, cols, eps);
+    const unsigned long long ptrs = kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout);
+    if (blockIdx.x == 0 && (cols <= 0 || cols % V != 0 || !kk::aligned16(ptrs) || gridDim.y != 1 ||
+                            cols > (long long)NP * V * kk::row_threads<false>()))
+      __trap();
+  } else if constexpr (SHIFT) {
     const unsigned long long rows_apart = (kk::addr(x) ^ kk::addr(y)) |
                                           (ADD ? (kk::addr(x) ^ kk::addr(res)) | (kk::addr(x) ^ kk::addr(hout)) : 0ull);
     if (!kk::congruent16(rows_apart)) __trap();
@@ -1543,25 +1550,31 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   526.0 us, bitwise equal (h200-2026-11-24-s27/ab-fixed-rms.json).
 //   SHIFT = true (TAIL = false): rows of any width on the 16-byte path (kk::RowShift), launched as the 16-byte
 //   path's, held or split (sized by their cols / VEC whole packs; a split row's cluster has 2 or more CTAs).
+//   VEC_ONLY = true (TAIL, SPLIT and SHIFT false): rows held in one block on the 16-byte path alone, launched where the
+//   host found that path (ops/norms.py row_path). No block tests the path or the row fit before its loads: block 0
+//   checks both, with cols > 0 and gridDim.y == 1, once its rows are done (as check_wide_launch below), and traps; a
+//   misaligned pointer faults first. Against the kernel that chooses its path in every block, on an H200
+//   (bench/exp_held_vec_ceiling.sh, h200-2026-11-29-s52/ab-h200-held-vec-ceiling.log): add_rms_norm bf16 32768 x 8192
+//   509.0 -> 502.7 us, float32 rms_norm and add_rms_norm x 8192 0.999, bitwise equal.
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
-          int CTAS = 0, bool SHIFT = false>
+          int CTAS = 0, bool SHIFT = false, bool VEC_ONLY = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                 typename kk::Acc<T>::type* __restrict__ rstd, long long rows, long long cols, double eps) {
-  if (rows <= 0 || cols <= 0) return;
-  rms_fwd<NP, false, TAIL, SPLIT, T, CTAS, SHIFT>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
+  if (!VEC_ONLY && (rows <= 0 || cols <= 0)) return;
+  rms_fwd<NP, false, TAIL, SPLIT, T, CTAS, SHIFT, VEC_ONLY>(x, nullptr, w, y, nullptr, rstd, rows, cols, eps);
 }
 
 // Fused residual add + RMSNorm: h = round(x + residual) -> new_residual; y = rms_norm(h) (rounded h).
-// Launch: as kk_rms_norm_fwd (CTAS included).
+// Launch: as kk_rms_norm_fwd (CTAS and VEC_ONLY included).
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
-          int CTAS = 0, bool SHIFT = false>
+          int CTAS = 0, bool SHIFT = false, bool VEC_ONLY = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, const T* __restrict__ w,
                     T* __restrict__ y, T* __restrict__ new_residual, typename kk::Acc<T>::type* __restrict__ rstd,
                     long long rows, long long cols, double eps) {
-  if (rows <= 0 || cols <= 0) return;
-  rms_fwd<NP, true, TAIL, SPLIT, T, CTAS, SHIFT>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
+  if (!VEC_ONLY && (rows <= 0 || cols <= 0)) return;
+  rms_fwd<NP, true, TAIL, SPLIT, T, CTAS, SHIFT, VEC_ONLY>(x, residual, w, y, new_residual, rstd, rows, cols, eps);
 }
 
 // LayerNorm forward: y = round((x - mean) * rstd * w + b); mean/rstd per row in A (each may be nullptr).

@@ -271,18 +271,44 @@ def test_wide_norm_launch_checks_fail_the_launch(launch_in_subprocess, expr, dty
     assert f"LAUNCH_ERROR kernel '{expr}' failed" in stdout, printed
 
 
-@pytest.mark.parametrize("block, want", [(256, "LAUNCH_ERROR"), (512, "NO ERROR")], ids=["row-wider", "row-fits"])
-def test_held_norm_row_wider_than_its_registers_fails_the_launch(launch_in_subprocess, block, want):
+_RMS_HELD = "kk_rms_norm_fwd<float, false, 4, 3>"
+_RMS_VEC_ONLY = "kk_rms_norm_fwd<float, false, 4, 3, false, 0, false, true>"
+
+
+@pytest.mark.parametrize(
+    "expr, block, cols, want",
+    [
+        (_RMS_HELD, 256, 8192, "LAUNCH_ERROR"),
+        (_RMS_HELD, 512, 8192, "NO ERROR"),
+        (_RMS_VEC_ONLY, 256, 8192, "LAUNCH_ERROR"),
+        (_RMS_VEC_ONLY, 512, 8190, "LAUNCH_ERROR"),
+        (_RMS_VEC_ONLY, 512, 0, "LAUNCH_ERROR"),
+        (_RMS_VEC_ONLY, 512, 8192, "NO ERROR"),
+    ],
+    ids=[
+        "row-wider",
+        "row-fits",
+        "vec-only-row-wider",
+        "vec-only-off-the-16-byte-path",
+        "vec-only-no-cols",
+        "vec-only",
+    ],
+)
+def test_held_norm_launch_checks_fail_the_launch(launch_in_subprocess, expr, block, cols, want):
     """A held forward (TAIL = false) checks that its rows fit its registers (kernels/norms.cu check_fits): rows of 8192
-    floats at 4 packs need 512 threads, so a launch of 256 fails with an error that names the kernel, and one of 512
-    runs."""
-    expr = "kk_rms_norm_fwd<float, false, 4, 3>"
+    floats at 4 packs need 512 threads, so a launch of 256 fails with an error that names the kernel. Its 16-byte-only
+    instantiation (VEC_ONLY) checks that and its path in block 0 after its rows: a launch of rows off the 16-byte path
+    or of no columns fails too, and one that fits matches the general kernel bit for bit."""
     stdout, printed = launch_in_subprocess(f"""
         from kernelkit.ops._runtime import kernel
-        rows, cols = 300, 8192
-        x, w = torch.randn(rows, cols, device="cuda"), torch.ones(cols, device="cuda")
+        rows, cols = 300, {cols}
+        x, w = torch.randn(rows, cols, device="cuda"), torch.rand(cols, device="cuda")
         y, rstd = torch.empty_like(x), torch.empty(rows, device="cuda")
         kernel("norms", "{expr}").launch(rows, {block}, (x, w, y, rstd, rows, cols, 1e-6))
+        torch.cuda.synchronize()
+        y0, rstd0 = torch.empty_like(x), torch.empty(rows, device="cuda")
+        kernel("norms", "{_RMS_HELD}").launch(rows, 512, (x, w, y0, rstd0, rows, cols, 1e-6))
+        assert torch.equal(y, y0) and torch.equal(rstd, rstd0)
     """)
     assert stdout.startswith(want), printed
     if want == "LAUNCH_ERROR":

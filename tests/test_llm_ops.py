@@ -1228,11 +1228,37 @@ def test_layer_norm_forward_loads_by_dram_bandwidth(monkeypatch, gbps_per_sm):
         ("kk_layer_norm_fwd", torch.float16, 8192): "kk_layer_norm_fwd<__half, false, 4, 2" + keep,
         ("kk_layer_norm_fwd", torch.bfloat16, 2048): "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2>",
         ("kk_layer_norm_fwd", torch.float32, 2048): "kk_layer_norm_fwd<float, false, 4, 1>",
-        ("kk_rms_norm_fwd", torch.bfloat16, 16384): "kk_rms_norm_fwd<__nv_bfloat16, false, 4, 2>",
+        (
+            "kk_rms_norm_fwd",
+            torch.bfloat16,
+            16384,
+        ): "kk_rms_norm_fwd<__nv_bfloat16, false, 4, 2, false, 0, false, true>",
     }
     for (name, dtype, cols), expr in want.items():
         shape = norms._forward_shape.__wrapped__(name, dtype, cols, 0, VECTOR)
         assert shape.kernel.name == expr, (name, dtype, cols, shape.kernel.name)
+
+
+def test_held_rms_forwards_take_their_16_byte_only_kernel(monkeypatch):
+    """RMSNorm and add_rms_norm rows one block holds take the kernel's VEC_ONLY instantiation on the 16-byte path alone
+    (it checks the path after its rows, kernels/norms.cu); shifted and scalar rows, rows the wide kernel or a cluster
+    takes, and LayerNorm keep theirs."""
+    norms = _stub_kernels(monkeypatch, "norms", 36.5)
+    vec_only = ", false, 0, false, true>"
+    want = {
+        ("kk_rms_norm_fwd", torch.float32, 8192, VECTOR): "kk_rms_norm_fwd<float, false, 4, 3" + vec_only,
+        ("kk_rms_norm_fwd", torch.float32, 1024, VECTOR): "kk_rms_norm_fwd<float, false, 8, 2" + vec_only,
+        ("kk_add_rms_norm_fwd", torch.bfloat16, 8192, VECTOR): "kk_add_rms_norm_fwd<__nv_bfloat16, false, 2, 3"
+        + vec_only,
+        ("kk_add_rms_norm_fwd", torch.float64, 512, VECTOR): "kk_add_rms_norm_fwd<double, false, 4, 2" + vec_only,
+        ("kk_rms_norm_fwd", torch.float32, 1024, SCALAR): "kk_rms_norm_fwd<float, false, 8, 2>",
+        ("kk_rms_norm_fwd", torch.float32, 1024, SHIFTED): "kk_rms_norm_fwd<float, false, 4, 2, false, 0, true>",
+        ("kk_rms_norm_fwd", torch.bfloat16, 8192, VECTOR): "kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>",
+        ("kk_layer_norm_fwd", torch.float32, 1024, VECTOR): "kk_layer_norm_fwd<float, false, 4, 1>",
+    }
+    for (name, dtype, cols, path), expr in want.items():
+        shape = norms._forward_shape.__wrapped__(name, dtype, cols, 0, path)
+        assert shape.kernel.name == expr, (name, dtype, cols, path, shape.kernel.name)
 
 
 @pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
