@@ -117,8 +117,9 @@ _WIDE_FIT = {
 # 8192, 712.7 -> 708.0 at 16384, float16 0.6-0.7% faster; but 48.7 -> 51.3 us at 1024 and 93.0 -> 95.3 at 2048.
 _FWD_KEEP_LOW_GBPS = {("kk_layer_norm_fwd", t): 2048 for t in _B16}
 # Forwards whose rows one block holds take, on the 16-byte path, their VEC_ONLY instantiation: no block tests the path
-# or the row fit before its loads, block 0 checks them after its rows (kernels/norms.cu kk_rms_norm_fwd). add_rms_norm
-# bf16 32768 x 8192 509.0 -> 502.7 us on an H200 (bench/exp_held_vec_ceiling.sh), the float32 cells 0.999.
+# or the row fit before its loads, block 0 checks them after its rows (kernels/norms.cu kk_rms_norm_fwd). On an H200,
+# add_rms_norm bf16 32768 x 8192 509.7 -> 500.9 us (bench/results/h200-2026-11-29-s52/add-rms-vec-only.log); the
+# float32 rows at 8192 columns no faster.
 _VEC_ONLY = ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd")
 # Shifted rows (row_path SHIFTED; the kernels' SHIFT) in float32: (most columns, packs, minimum blocks per SM), the
 # first that holds the row. The fits above spill 16-96 bytes with a shifted row's extra element and w's two-unit loads
