@@ -132,14 +132,13 @@ def instantiations():
     norms += [
         f"kk_add_rms_norm_fwd<{t}, false, {p}, 3>" for t, p in (("float", 4), ("__half", 2), ("__nv_bfloat16", 2))
     ]
+    np_fwd = {"float": 8, "double": 4, "__half": 4, "__nv_bfloat16": 4}
     # The RMSNorm forwards' 16-byte-only held rows (VEC_ONLY; ops/norms.py _VEC_ONLY) at their default and _FWD_FIT fits
-    np_held = {"float": 8, "double": 4, "__half": 4, "__nv_bfloat16": 4}
-    held = [f"{k}<{t}, false, {np_held[t]}, 2" for k in fwd[:2] for t in TYPES]
+    held = [f"{k}<{t}, false, {np_fwd[t]}, 2" for k in fwd[:2] for t in TYPES]
     held += ["kk_rms_norm_fwd<float, false, 4, 3", "kk_add_rms_norm_fwd<float, false, 4, 3"]
     held += [f"kk_add_rms_norm_fwd<{t}, false, 2, 3" for t in ("__half", "__nv_bfloat16")]
     norms += [f"{k}, false, 0, false, true>" for k in held]
     # Rows split over a cluster (SPLIT), as ops/norms.py launches them.
-    np_fwd = {"float": 8, "double": 4, "__half": 4, "__nv_bfloat16": 4}
     np_bwd = {"float": 4, "double": 2, "__half": 2, "__nv_bfloat16": 2}
     # _SPLIT_FITS: the default (packs, 2), add_rms_norm's own first fit, float32 LayerNorm's two instead of the default
     split_ln_f32 = ["kk_layer_norm_fwd<float, false, 4, 2, true>", "kk_layer_norm_fwd<float, false, 8, 1, true>"]

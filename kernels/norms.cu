@@ -1474,10 +1474,11 @@ __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T*
   if constexpr (VEC_ONLY) {
     static_assert(!TAIL && !SPLIT && !SHIFT, "rows held in one block, on the 16-byte path");
     kk_norms::rms_fwd_run<NP, V, ADD, false, false, T>(x, res, w, y, hout, rstd, rows, cols, eps);
-    const unsigned long long ptrs = kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout);
-    if (blockIdx.x == 0 && (cols <= 0 || cols % V != 0 || !kk::aligned16(ptrs) || gridDim.y != 1 ||
-                            cols > (long long)NP * V * kk::row_threads<false>()))
-      __trap();
+    if (blockIdx.x == 0) {
+      const unsigned long long ptrs = kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout);
+      if (cols <= 0 || cols % V != 0 || !kk::aligned16(ptrs)) __trap();
+      check_fits<false, NP, false>(cols, V);  // the row fit and gridDim.y == 1
+    }
   } else if constexpr (SHIFT) {
     const unsigned long long rows_apart = (kk::addr(x) ^ kk::addr(y)) |
                                           (ADD ? (kk::addr(x) ^ kk::addr(res)) | (kk::addr(x) ^ kk::addr(hout)) : 0ull);
