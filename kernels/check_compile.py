@@ -56,6 +56,7 @@ ALLOWED_SPILL = {
     # float32 LayerNorm rows of 4097 to 16384 columns (ops/norms.py): 95% of copy at 8192 columns with this
     # 8-byte spill, 87.5% for 4 packs at 1 block per SM without (bench/results/h200-2026-11-22-s7/sweep_llm5.log).
     "kk_layer_norm_fwd<float, false>": 16,
+    "kk_layer_norm_fwd<float, false, 8, 2, false, 0, kk_norms::kLnFwdLd, false, true>": 16,  # its VEC_ONLY twin
     # The float32 softmax backward's last split fit on shifted rows (odd widths beyond 131072 columns), one 4-byte
     # slot for the row's extra element. Not measured.
     **{f"kk_softmax_bwd<float, 8, 1, 512, true, true, {c}, true>": 8 for c in (2, 4, 8, 16)},
@@ -138,6 +139,11 @@ def instantiations():
     held += ["kk_rms_norm_fwd<float, false, 4, 3", "kk_add_rms_norm_fwd<float, false, 4, 3"]
     held += [f"kk_add_rms_norm_fwd<{t}, false, 2, 3" for t in ("__half", "__nv_bfloat16")]
     norms += [f"{k}, false, 0, false, true>" for k in held]
+    # ... and LayerNorm's, with its loads (LD: the default, and kk::kKeep beyond _FWD_KEEP_LOW_GBPS)
+    held_ln = [f"kk_layer_norm_fwd<{t}, false, 4, 2, false, 0, kk_norms::kLnFwdLd" for t in TYPES[1:]]
+    held_ln += [f"kk_layer_norm_fwd<float, false, {p}, {m}, false, 0, kk_norms::kLnFwdLd" for p, m in ((4, 1), (8, 2))]
+    held_ln += [f"kk_layer_norm_fwd<{t}, false, 4, 2, false, 0, kk::kKeep" for t in TYPES[2:]]
+    norms += [f"{k}, false, true>" for k in held_ln]
     # Rows split over a cluster (SPLIT), as ops/norms.py launches them.
     np_bwd = {"float": 4, "double": 2, "__half": 2, "__nv_bfloat16": 2}
     # _SPLIT_FITS: the default (packs, 2), add_rms_norm's own first fit, float32 LayerNorm's two instead of the default

@@ -1587,21 +1587,30 @@ kk_add_rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ residual, con
 //   row, and the cluster reduction's gather unrolls. bf16 8192 x 65536 on an H200: 587.7 -> 549.5 us, float16 588.6
 //   -> 553.3, bitwise equal (bench/ab_source.py, h200-2026-11-23-s26/ab-ln-fixed.json); float32 with kLnFmaOut
 //   1107.1 -> 1071.5 (h200-2026-11-24-s27/ab-fixed-rms.json). LD: how rows that are not split, and their w and b,
-//   load (kk::Load). SHIFT: as kk_rms_norm_fwd's.
+//   load (kk::Load). SHIFT and VEC_ONLY: as kk_rms_norm_fwd's. VEC_ONLY against the kernel that chooses its path in
+//   every block, on an H200 (bench/exp_vec_only_ceilings.sh, h200-2026-11-28-s53/ab-h200-vec-only-ln-fwd.log): bf16
+//   32768 x 4096 134.9 -> 132.5 us, x 8192 271.3 -> 269.1, float16 x 4096 134.3 -> 132.5, bitwise equal.
 template <typename T, bool TAIL, int NP = kk_norms::kNpFwd<T>, int MINB = TAIL ? 1 : 2, bool SPLIT = false,
-          int CTAS = 0, int LD = kk_norms::kLnFwdLd, bool SHIFT = false>
+          int CTAS = 0, int LD = kk_norms::kLnFwdLd, bool SHIFT = false, bool VEC_ONLY = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                   typename kk::Acc<T>::type* __restrict__ mean, typename kk::Acc<T>::type* __restrict__ rstd,
                   long long rows, long long cols, double eps) {
-  if (rows <= 0 || cols <= 0 || kk::split_unsupported<SPLIT>()) return;
+  if (kk::split_unsupported<SPLIT>() || (!VEC_ONLY && (rows <= 0 || cols <= 0))) return;
   constexpr int V = kk::kVec<T>;
   // One pass for the 16-bit types (bf16 8192 columns: 300 -> 285 us on an H200), split rows and float32 rows with a
   // streamed tail, which each pass reads again from DRAM (2048 x 262144: 2733.8 -> 2151.6 us,
   // h200-2026-11-24-s28/ab-ln-f32-onepass.json); float32 rows held in one CTA measured the same at 4096 columns, and
   // spill at the other fits.
   constexpr bool kOnePass = sizeof(T) == 2 || SPLIT || (TAIL && sizeof(T) == 4);
-  if constexpr (SHIFT) {  // shifted rows (kk::RowShift): x and y congruent16, else it traps
+  if constexpr (VEC_ONLY) {
+    static_assert(!TAIL && !SPLIT && !SHIFT && CTAS == 0, "rows held in one block, on the 16-byte path");
+    kk_norms::ln_fwd_run<NP, V, false, false, kOnePass, T, 0, LD>(x, w, b, y, mean, rstd, rows, cols, eps);
+    if (blockIdx.x == 0) {
+      if (cols <= 0 || cols % V != 0 || !kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) __trap();
+      check_fits<false, NP, false>(cols, V);  // the row fit and gridDim.y == 1
+    }
+  } else if constexpr (SHIFT) {  // shifted rows (kk::RowShift): x and y congruent16, else it traps
     if (!kk::congruent16(kk::addr(x) ^ kk::addr(y))) __trap();
     check_fits_shifted<NP, V, SPLIT>(cols);
     kk::check_fixed_geometry<CTAS>();

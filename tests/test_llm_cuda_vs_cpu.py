@@ -197,7 +197,7 @@ def test_layer_norm_rows_far_from_zero_mean(dtype, cols):
 
 
 WIDE_CASES = (
-    [("kk_layer_norm_fwd", torch.float32, cols) for cols in (2052, 4096, 6000, 8192)]
+    [("kk_layer_norm_fwd", torch.float32, cols) for cols in (260, 1024, 2048, 2052, 4096, 6000, 8192)]
     + [("kk_rms_norm_fwd", torch.float32, cols) for cols in (2052, 4096)]
     + [
         ("kk_rms_norm_fwd", dtype, cols)
@@ -273,6 +273,8 @@ def test_wide_norm_launch_checks_fail_the_launch(launch_in_subprocess, expr, dty
 
 _RMS_HELD = "kk_rms_norm_fwd<float, false, 4, 3>"
 _RMS_VEC_ONLY = "kk_rms_norm_fwd<float, false, 4, 3, false, 0, false, true>"
+_LN_HELD = "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2>"
+_LN_VEC_ONLY = "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2, false, 0, kk_norms::kLnFwdLd, false, true>"
 
 
 @pytest.mark.parametrize(
@@ -284,6 +286,10 @@ _RMS_VEC_ONLY = "kk_rms_norm_fwd<float, false, 4, 3, false, 0, false, true>"
         (_RMS_VEC_ONLY, 512, 8190, "LAUNCH_ERROR"),
         (_RMS_VEC_ONLY, 512, 0, "LAUNCH_ERROR"),
         (_RMS_VEC_ONLY, 512, 8192, "NO ERROR"),
+        (_LN_VEC_ONLY, 128, 8192, "LAUNCH_ERROR"),
+        (_LN_VEC_ONLY, 256, 8188, "LAUNCH_ERROR"),
+        (_LN_VEC_ONLY, 256, 0, "LAUNCH_ERROR"),
+        (_LN_VEC_ONLY, 256, 8192, "NO ERROR"),
     ],
     ids=[
         "row-wider",
@@ -292,23 +298,34 @@ _RMS_VEC_ONLY = "kk_rms_norm_fwd<float, false, 4, 3, false, 0, false, true>"
         "vec-only-off-the-16-byte-path",
         "vec-only-no-cols",
         "vec-only",
+        "ln-vec-only-row-wider",
+        "ln-vec-only-off-the-16-byte-path",
+        "ln-vec-only-no-cols",
+        "ln-vec-only",
     ],
 )
 def test_held_norm_launch_checks_fail_the_launch(launch_in_subprocess, expr, block, cols, want):
     """A held forward (TAIL = false) checks that its rows fit its registers (kernels/norms.cu check_fits): rows of 8192
-    floats at 4 packs need 512 threads, so a launch of 256 fails with an error that names the kernel. Its 16-byte-only
-    instantiation (VEC_ONLY) checks that and its path in block 0 after its rows: a launch of rows off the 16-byte path
-    or of no columns fails too, and one that fits matches the general kernel bit for bit."""
+    floats at 4 packs need 512 threads (bf16 at 4 packs, 256), so a narrower launch fails with an error that names the
+    kernel. Its 16-byte-only instantiation (VEC_ONLY) checks that and its path in block 0 after its rows: a launch of
+    rows off the 16-byte path or of no columns fails too, and one that fits matches the general kernel bit for bit."""
+    ln = expr.startswith("kk_layer_norm_fwd")
+    general, dt, full = (_LN_HELD, "torch.bfloat16", 256) if ln else (_RMS_HELD, "torch.float32", 512)
     stdout, printed = launch_in_subprocess(f"""
         from kernelkit.ops._runtime import kernel
         rows, cols = 300, {cols}
-        x, w = torch.randn(rows, cols, device="cuda"), torch.rand(cols, device="cuda")
-        y, rstd = torch.empty_like(x), torch.empty(rows, device="cuda")
-        kernel("norms", "{expr}").launch(rows, {block}, (x, w, y, rstd, rows, cols, 1e-6))
-        torch.cuda.synchronize()
-        y0, rstd0 = torch.empty_like(x), torch.empty(rows, device="cuda")
-        kernel("norms", "{_RMS_HELD}").launch(rows, 512, (x, w, y0, rstd0, rows, cols, 1e-6))
-        assert torch.equal(y, y0) and torch.equal(rstd, rstd0)
+        x, w = torch.randn(rows, cols, device="cuda", dtype={dt}), torch.rand(cols, device="cuda", dtype={dt})
+        b = torch.randn(cols, device="cuda", dtype={dt})
+
+        def run(expr, block):
+            y, mean, rstd = torch.empty_like(x), torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
+            args = (x, w, b, y, mean, rstd, rows, cols, 1e-5) if {ln} else (x, w, y, rstd, rows, cols, 1e-6)
+            kernel("norms", expr).launch(rows, block, args)
+            torch.cuda.synchronize()
+            return (y, mean, rstd) if {ln} else (y, rstd)
+
+        got, base = run("{expr}", {block}), run("{general}", {full})
+        assert all(torch.equal(g, e) for g, e in zip(got, base))
     """)
     assert stdout.startswith(want), printed
     if want == "LAUNCH_ERROR":

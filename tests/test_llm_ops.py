@@ -1219,15 +1219,16 @@ def test_rope_items_per_thread_by_dram_bandwidth(monkeypatch, gbps_per_sm, items
 def test_layer_norm_forward_loads_by_dram_bandwidth(monkeypatch, gbps_per_sm):
     """The 16-bit LayerNorm forward's held rows beyond 2048 columns load with kk::kKeep below LOW_DRAM_GBPS_PER_SM of
     DRAM bandwidth per SM (an H100: _FWD_KEEP_LOW_GBPS), with the kernel's default from it (an H200); narrower rows,
-    float32 and RMSNorm keep the default."""
+    float32 and RMSNorm keep the default. All take their 16-byte-only instantiation (VEC_ONLY)."""
     norms = _stub_kernels(monkeypatch, "norms", gbps_per_sm)
     h100 = gbps_per_sm < LOW_DRAM_GBPS_PER_SM
-    keep = ", false, 0, kk::kKeep>" if h100 else ">"
+    default = ", false, 0, kk_norms::kLnFwdLd, false, true>"
+    keep = ", false, 0, kk::kKeep, false, true>" if h100 else default
     want = {
         ("kk_layer_norm_fwd", torch.bfloat16, 4096): "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2" + keep,
         ("kk_layer_norm_fwd", torch.float16, 8192): "kk_layer_norm_fwd<__half, false, 4, 2" + keep,
-        ("kk_layer_norm_fwd", torch.bfloat16, 2048): "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2>",
-        ("kk_layer_norm_fwd", torch.float32, 2048): "kk_layer_norm_fwd<float, false, 4, 1>",
+        ("kk_layer_norm_fwd", torch.bfloat16, 2048): "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2" + default,
+        ("kk_layer_norm_fwd", torch.float32, 256): "kk_layer_norm_fwd<float, false, 4, 1" + default,
         (
             "kk_rms_norm_fwd",
             torch.bfloat16,
@@ -1239,12 +1240,14 @@ def test_layer_norm_forward_loads_by_dram_bandwidth(monkeypatch, gbps_per_sm):
         assert shape.kernel.name == expr, (name, dtype, cols, shape.kernel.name)
 
 
-def test_held_rms_forwards_take_their_16_byte_only_kernel(monkeypatch):
-    """RMSNorm and add_rms_norm rows one block holds take the kernel's VEC_ONLY instantiation on the 16-byte path alone
-    (it checks the path after its rows, kernels/norms.cu); shifted and scalar rows, rows the wide kernel or a cluster
-    takes, and LayerNorm keep theirs."""
-    norms = _stub_kernels(monkeypatch, "norms", 36.5)
+@pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
+def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch, gbps_per_sm):
+    """RMSNorm, add_rms_norm and LayerNorm rows one block holds take the kernel's VEC_ONLY instantiation on the 16-byte
+    path alone (it checks the path after its rows, kernels/norms.cu), LayerNorm's with its loads (LD: kk::kKeep beyond
+    _FWD_KEEP_LOW_GBPS on an H100); shifted and scalar rows and rows the wide kernel takes keep theirs."""
+    norms = _stub_kernels(monkeypatch, "norms", gbps_per_sm)
     vec_only = ", false, 0, false, true>"
+    ln_ld = "kk::kKeep" if gbps_per_sm < LOW_DRAM_GBPS_PER_SM else "kk_norms::kLnFwdLd"
     want = {
         ("kk_rms_norm_fwd", torch.float32, 8192, VECTOR): "kk_rms_norm_fwd<float, false, 4, 3" + vec_only,
         ("kk_rms_norm_fwd", torch.float32, 1024, VECTOR): "kk_rms_norm_fwd<float, false, 8, 2" + vec_only,
@@ -1254,7 +1257,17 @@ def test_held_rms_forwards_take_their_16_byte_only_kernel(monkeypatch):
         ("kk_rms_norm_fwd", torch.float32, 1024, SCALAR): "kk_rms_norm_fwd<float, false, 8, 2>",
         ("kk_rms_norm_fwd", torch.float32, 1024, SHIFTED): "kk_rms_norm_fwd<float, false, 4, 2, false, 0, true>",
         ("kk_rms_norm_fwd", torch.bfloat16, 8192, VECTOR): "kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>",
-        ("kk_layer_norm_fwd", torch.float32, 1024, VECTOR): "kk_layer_norm_fwd<float, false, 4, 1>",
+        ("kk_layer_norm_fwd", torch.float32, 256, VECTOR): "kk_layer_norm_fwd<float, false, 4, 1, false, 0, "
+        "kk_norms::kLnFwdLd, false, true>",
+        ("kk_layer_norm_fwd", torch.float32, 16384, VECTOR): "kk_layer_norm_fwd<float, false, 8, 2, false, 0, "
+        "kk_norms::kLnFwdLd, false, true>",
+        ("kk_layer_norm_fwd", torch.bfloat16, 1024, VECTOR): "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2, false, 0, "
+        "kk_norms::kLnFwdLd, false, true>",
+        ("kk_layer_norm_fwd", torch.bfloat16, 8192, VECTOR): f"kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2, false, 0, "
+        f"{ln_ld}, false, true>",
+        ("kk_layer_norm_fwd", torch.float16, 2048, SCALAR): "kk_layer_norm_fwd<__half, false, 4, 2>",
+        ("kk_layer_norm_fwd", torch.float32, 1024, VECTOR): "kk_layer_norm_fwd_wide<float, 2, 4>",
+        ("kk_layer_norm_fwd", torch.float32, 1024, SCALAR): "kk_layer_norm_fwd<float, false, 4, 1>",
     }
     for (name, dtype, cols, path), expr in want.items():
         shape = norms._forward_shape.__wrapped__(name, dtype, cols, 0, path)

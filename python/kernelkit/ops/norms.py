@@ -102,12 +102,14 @@ _FWD_FIT = {
 # which gives the kernel's bits at that fit. On an H200 at 32768 rows:
 # - float32 LayerNorm: kk_layer_norm_fwd at these fits was issue-bound (1.9x the instructions); at its own best fits
 #   266 us at 4096 and 519 at 8192 columns against 253.6 and 501.0 (bench/exp_looped_rows.py ln_modes; torch.compile
-#   253.5 and 517.3);
+#   253.5 and 517.3); from 257 to 2048 columns at (2, 4), against kk_layer_norm_fwd at (4, 1): 32768 x 512 38.2 ->
+#   36.5 us, x 1024 71.6 -> 68.1, x 2048 135.1 -> 129.3 ((4, 3): 0.954-0.967, (1, 4): 1.07-1.27;
+#   bench/exp_ln_f32_narrow.sh, h200-2026-11-28-s53);
 # - RMSNorm (bench/exp_rms_wide.py, h200-2026-11-23-s18/rms-wide.log): float32 4096 253.0 -> 252.2 us, bf16 8192
 #   253.5 -> 252.3, bf16 4096 129.9 -> 128.9 (torch.compile 251.8, 251.2, 145.5); float16 takes bf16's fit (not
 #   measured apart); float32 8192 stays on kk_rms_norm_fwd (502.4 against 500.5).
 _WIDE_FIT = {
-    ("kk_layer_norm_fwd", _F32): [(2048, 4096, 2, 4), (4096, 8192, 4, 3)],
+    ("kk_layer_norm_fwd", _F32): [(256, 4096, 2, 4), (4096, 8192, 4, 3)],
     **{("kk_rms_norm_fwd", t): [(2048, 4096 if t == _F32 else 8192, 2, 4)] for t in (_F32, *_B16)},
 }
 # (kernel, dtype) -> columns beyond which held rows load with kk::kKeep (kernels/norms.cu LD) on a GPU with less DRAM
@@ -119,8 +121,8 @@ _FWD_KEEP_LOW_GBPS = {("kk_layer_norm_fwd", t): 2048 for t in _B16}
 # Forwards whose rows one block holds take, on the 16-byte path, their VEC_ONLY instantiation: no block tests the path
 # or the row fit before its loads, block 0 checks them after its rows (kernels/norms.cu kk_rms_norm_fwd). On an H200,
 # add_rms_norm bf16 32768 x 8192 509.7 -> 500.9 us (bench/results/h200-2026-11-29-s52/add-rms-vec-only.log); the
-# float32 rows at 8192 columns no faster.
-_VEC_ONLY = ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd")
+# float32 rows at 8192 columns no faster; layer_norm bf16 x 4096 134.9 -> 132.5 us (h200-2026-11-28-s53, the ceiling).
+_VEC_ONLY = ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd")
 # Shifted rows (row_path SHIFTED; the kernels' SHIFT) in float32: (most columns, packs, minimum blocks per SM), the
 # first that holds the row. The fits above spill 16-96 bytes with a shifted row's extra element and w's two-unit loads
 # (kernels/check_compile.py); these do not. Not measured against other fits.
@@ -322,12 +324,13 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
     if path == SHIFTED:  # 16-bit LayerNorm's kk::kKeep spills 4-36 bytes on shifted rows: its default LD
         ld = ", kk_norms::kLnFwdLd" if name == "kk_layer_norm_fwd" else ""
         after = f", false, 0{ld}, true>"
-    elif cols > _FWD_KEEP_LOW_GBPS.get((name, dtype), 1 << 62) and low_dram_bandwidth(dev):
-        after = ", false, 0, kk::kKeep>"
-    elif path == VECTOR and name in _VEC_ONLY:
-        after = ", false, 0, false, true>"  # SPLIT, CTAS, SHIFT, VEC_ONLY
     else:
-        after = ">"
+        keep = cols > _FWD_KEEP_LOW_GBPS.get((name, dtype), 1 << 62) and low_dram_bandwidth(dev)
+        ld = ", kk::kKeep" if keep else ", kk_norms::kLnFwdLd" if name == "kk_layer_norm_fwd" else ""
+        if path == VECTOR and name in _VEC_ONLY:
+            after = f", false, 0{ld}, false, true>"  # SPLIT, CTAS, (LayerNorm: LD,) SHIFT, VEC_ONLY
+        else:
+            after = ", false, 0, kk::kKeep>" if keep else ">"
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}{after}")
     return RowShape(k, (r, y), y, 1 << 62, shifted=path == SHIFTED)  # one row group per block
 
