@@ -121,7 +121,8 @@ _FWD_KEEP_LOW_GBPS = {("kk_layer_norm_fwd", t): 2048 for t in _B16}
 # Forwards whose rows one block holds take, on the 16-byte path, their VEC_ONLY instantiation: no block tests the path
 # or the row fit before its loads, block 0 checks them after its rows (kernels/norms.cu kk_rms_norm_fwd). On an H200,
 # add_rms_norm bf16 32768 x 8192 509.7 -> 500.9 us (bench/results/h200-2026-11-29-s52/add-rms-vec-only.log); the
-# float32 rows at 8192 columns no faster; layer_norm bf16 x 4096 134.9 -> 132.5 us (h200-2026-11-28-s53, the ceiling).
+# float32 rows at 8192 columns no faster; layer_norm bf16 x 4096 134.9 -> 132.5 us in the ceiling's A/B, 132.3 us a call
+# on the final wheel, 1.39x torch.compile (h200-2026-11-28-s53/ab-h200-vec-only-ln-fwd.log, ln-vec-only.log).
 _VEC_ONLY = ("kk_rms_norm_fwd", "kk_add_rms_norm_fwd", "kk_layer_norm_fwd")
 # Shifted rows (row_path SHIFTED; the kernels' SHIFT) in float32: (most columns, packs, minimum blocks per SM), the
 # first that holds the row. The fits above spill 16-96 bytes with a shifted row's extra element and w's two-unit loads
