@@ -87,8 +87,11 @@ for s in $steps; do
       xdist=$(python3 -c 'import importlib.util as u, os; u.find_spec("xdist") and print("-n", max(1, os.cpu_count() - 1))')
       python3 bench/warm_kernels.py 2>&1 | tee "$OUT/warm-kernels.log" | tail -5  # the workers then load, not compile
       eval "pytest_args=(${PYTEST_ARGS:-tests})"  # shell words, so that a quoted -k expression stays one argument
+      # Two CPU threads per worker (torch's OpenMP pool, rayon's for the Rust CPU references) instead of one per core
+      # each: 15 workers on 16 cores. Session 53's test_llm_cuda_vs_cpu.py took 489 s without it; not yet measured with.
       # shellcheck disable=SC2086
-      KERNELKIT_TEST_TIMES="$OUT/test-times.txt" python3 -m pytest "${pytest_args[@]}" $xdist -q -rs \
+      OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-2} \
+        KERNELKIT_TEST_TIMES="$OUT/test-times.txt" python3 -m pytest "${pytest_args[@]}" $xdist -q -rs \
         -p no:cacheprovider -p no:logging 2>&1 | grep -v "PytestBenchmarkWarning\|warner(" | tee "$OUT/pytest.log" | tail -15
       rc=$((rc | PIPESTATUS[0])) ;;
     sweep) python3 bench/grid_sweep.py 2>&1 | tee "$OUT/grid_sweep.log" ;;
