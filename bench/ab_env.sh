@@ -20,3 +20,14 @@ ab_wide_fit() {
   shift 7
   ab norms "$log" --b-host "norms._WIDE_FIT=norms._WIDE_FIT | {('$k', torch.$t): [($lo, $hi, $p, $m)]}" "$@"
 }
+# STEM KERNEL DTYPE LO HI FITS CASE...: ab_wide_fit at each fit of FITS ("PACKS MINB" pairs, comma-separated, e.g.
+# "4 3, 8 2"), each logged to STEM-wPACKSMINB.log
+ab_wide_fits() {
+  local stem=$1 k=$2 t=$3 lo=$4 hi=$5 fits f p m
+  IFS=, read -ra fits <<<"$6"
+  shift 6
+  for f in "${fits[@]}"; do
+    read -r p m <<<"$f"
+    ab_wide_fit "$stem-w$p$m.log" "$k" "$t" "$lo" "$hi" "$p" "$m" "$@"
+  done
+}

@@ -8,8 +8,5 @@
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
 export AB_ROUNDS=${AB_ROUNDS:-8}
-for f in "1 4" "2 4" "4 3"; do
-  read -r p m <<<"$f"
-  ab_wide_fit "ab-$gpu-ln-f32-narrow-w$p$m.log" kk_layer_norm_fwd float32 256 2048 "$p" "$m" \
-    layer_norm:float32:32768x512 layer_norm:float32:32768x1024 layer_norm:float32:32768x2048
-done
+ab_wide_fits "ab-$gpu-ln-f32-narrow" kk_layer_norm_fwd float32 256 2048 "1 4, 2 4, 4 3" \
+  layer_norm:float32:32768x512 layer_norm:float32:32768x1024 layer_norm:float32:32768x2048

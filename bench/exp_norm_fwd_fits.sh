@@ -9,11 +9,5 @@
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
 export AB_ROUNDS=${AB_ROUNDS:-8}
-for f in "4 4" "8 2"; do
-  read -r p m <<<"$f"
-  ab_wide_fit "ab-$gpu-fit-rms-f32-w$p$m.log" kk_rms_norm_fwd float32 4096 8192 "$p" "$m" rms_norm:float32:32768x8192
-done
-for f in "2 2" "4 2" "8 2"; do
-  read -r p m <<<"$f"
-  ab_wide_fit "ab-$gpu-fit-ln-f32-w$p$m.log" kk_layer_norm_fwd float32 2048 4096 "$p" "$m" layer_norm:float32:32768x4096
-done
+ab_wide_fits "ab-$gpu-fit-rms-f32" kk_rms_norm_fwd float32 4096 8192 "4 4, 8 2" rms_norm:float32:32768x8192
+ab_wide_fits "ab-$gpu-fit-ln-f32" kk_layer_norm_fwd float32 2048 4096 "2 2, 4 2, 8 2" layer_norm:float32:32768x4096

@@ -11,10 +11,7 @@
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
 export AB_ROUNDS=${AB_ROUNDS:-8}
-for f in "2 4" "1 4"; do
-  read -r p m <<<"$f"
-  ab_wide_fit "ab-$gpu-ln-f32-256-w$p$m.log" kk_layer_norm_fwd float32 128 256 "$p" "$m" layer_norm:float32:32768x256
-done
+ab_wide_fits "ab-$gpu-ln-f32-256" kk_layer_norm_fwd float32 128 256 "2 4, 1 4" layer_norm:float32:32768x256
 for f in "2 2" "1 2" "1 4"; do
   read -r p m <<<"$f"
   fit="[(512, 2048, $p, $m)]"

@@ -8,11 +8,5 @@
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
 export AB_ROUNDS=${AB_ROUNDS:-8}
-for f in "4 3" "4 4" "8 2"; do
-  read -r p m <<<"$f"
-  ab_wide_fit "ab-$gpu-fit-rms-f32-w$p$m.log" kk_rms_norm_fwd float32 4096 8192 "$p" "$m" rms_norm:float32:32768x8192
-done
-for f in "4 4" "4 3"; do
-  read -r p m <<<"$f"
-  ab_wide_fit "ab-$gpu-fit-rms-bf16-w$p$m.log" kk_rms_norm_fwd bfloat16 4096 8192 "$p" "$m" rms_norm:bfloat16:32768x8192
-done
+ab_wide_fits "ab-$gpu-fit-rms-f32" kk_rms_norm_fwd float32 4096 8192 "4 3, 4 4, 8 2" rms_norm:float32:32768x8192
+ab_wide_fits "ab-$gpu-fit-rms-bf16" kk_rms_norm_fwd bfloat16 4096 8192 "4 4, 4 3" rms_norm:bfloat16:32768x8192

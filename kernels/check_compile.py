@@ -56,7 +56,6 @@ ALLOWED_SPILL = {
     # float32 LayerNorm rows of 4097 to 16384 columns (ops/norms.py): 95% of copy at 8192 columns with this
     # 8-byte spill, 87.5% for 4 packs at 1 block per SM without (bench/results/h200-2026-11-22-s7/sweep_llm5.log).
     "kk_layer_norm_fwd<float, false>": 16,
-    "kk_layer_norm_fwd<float, false, 8, 2, false, 0, kk_norms::kLnFwdLd, false, true>": 16,  # its VEC_ONLY twin
     # The float32 softmax backward's last split fit on shifted rows (odd widths beyond 131072 columns), one 4-byte
     # slot for the row's extra element. Not measured.
     **{f"kk_softmax_bwd<float, 8, 1, 512, true, true, {c}, true>": 8 for c in (2, 4, 8, 16)},

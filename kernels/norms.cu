@@ -1462,6 +1462,14 @@ template <int NP, int V, bool SPLIT> __device__ __forceinline__ void check_fits_
   const long long r = kk::row_threads<SPLIT>();
   if (cols >= (NP * r + 1) * V || r < 2 * V - 1) __trap();
 }
+// The VEC_ONLY forwards' launch (kk_rms_norm_fwd says when): block 0, called once its rows are done, traps unless
+// 0 < cols, cols % V == 0, every pointer in `ptrs` is 16-byte aligned, and the row fits (check_fits).
+template <int NP, int V>
+__device__ __forceinline__ void check_vec_only_launch(long long cols, unsigned long long ptrs) {
+  if (blockIdx.x != 0) return;
+  if (cols <= 0 || cols % V != 0 || !kk::aligned16(ptrs)) __trap();
+  check_fits<false, NP, false>(cols, V);  // the row fit and gridDim.y == 1
+}
 
 // RMSNorm forward entry (ADD: fused residual add; res, hout nullptr otherwise): the 16-byte path when
 // cols % VEC == 0 and every T pointer is aligned, else scalar; SHIFT: shifted rows (x, res, y and hout congruent16,
@@ -1474,11 +1482,7 @@ __device__ __forceinline__ void rms_fwd(const T* x, const T* res, const T* w, T*
   if constexpr (VEC_ONLY) {
     static_assert(!TAIL && !SPLIT && !SHIFT, "rows held in one block, on the 16-byte path");
     kk_norms::rms_fwd_run<NP, V, ADD, false, false, T>(x, res, w, y, hout, rstd, rows, cols, eps);
-    if (blockIdx.x == 0) {
-      const unsigned long long ptrs = kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout);
-      if (cols <= 0 || cols % V != 0 || !kk::aligned16(ptrs)) __trap();
-      check_fits<false, NP, false>(cols, V);  // the row fit and gridDim.y == 1
-    }
+    check_vec_only_launch<NP, V>(cols, kk::addr(x) | kk::addr(res) | kk::addr(w) | kk::addr(y) | kk::addr(hout));
   } else if constexpr (SHIFT) {
     const unsigned long long rows_apart = (kk::addr(x) ^ kk::addr(y)) |
                                           (ADD ? (kk::addr(x) ^ kk::addr(res)) | (kk::addr(x) ^ kk::addr(hout)) : 0ull);
@@ -1553,7 +1557,7 @@ __device__ __forceinline__ void norm_bwd(const T* gy, const T* x, const T* w, co
 //   path's, held or split (sized by their cols / VEC whole packs; a split row's cluster has 2 or more CTAs).
 //   VEC_ONLY = true (TAIL, SPLIT and SHIFT false): rows held in one block on the 16-byte path alone, launched where the
 //   host found that path (ops/norms.py row_path). No block tests the path or the row fit before its loads: block 0
-//   checks both, with cols > 0 and gridDim.y == 1, once its rows are done (as check_wide_launch below), and traps; a
+//   checks both, with cols > 0 and gridDim.y == 1, once its rows are done (check_vec_only_launch), and traps; a
 //   misaligned pointer faults first. Against the kernel that chooses its path in every block, on an H200
 //   (bench/exp_held_vec_ceiling.sh, h200-2026-11-29-s52/ab-h200-held-vec-ceiling.log): add_rms_norm bf16 32768 x 8192
 //   509.0 -> 502.7 us, float32 rms_norm and add_rms_norm x 8192 0.999, bitwise equal.
@@ -1606,10 +1610,7 @@ kk_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __r
   if constexpr (VEC_ONLY) {
     static_assert(!TAIL && !SPLIT && !SHIFT && CTAS == 0, "rows held in one block, on the 16-byte path");
     kk_norms::ln_fwd_run<NP, V, false, false, kOnePass, T, 0, LD>(x, w, b, y, mean, rstd, rows, cols, eps);
-    if (blockIdx.x == 0) {
-      if (cols <= 0 || cols % V != 0 || !kk::aligned16(kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y))) __trap();
-      check_fits<false, NP, false>(cols, V);  // the row fit and gridDim.y == 1
-    }
+    check_vec_only_launch<NP, V>(cols, kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y));
   } else if constexpr (SHIFT) {  // shifted rows (kk::RowShift): x and y congruent16, else it traps
     if (!kk::congruent16(kk::addr(x) ^ kk::addr(y))) __trap();
     check_fits_shifted<NP, V, SPLIT>(cols);

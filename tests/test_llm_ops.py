@@ -1240,14 +1240,13 @@ def test_layer_norm_forward_loads_by_dram_bandwidth(monkeypatch, gbps_per_sm):
         assert shape.kernel.name == expr, (name, dtype, cols, shape.kernel.name)
 
 
-@pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
-def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch, gbps_per_sm):
+def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch):
     """RMSNorm, add_rms_norm and LayerNorm rows one block holds take the kernel's VEC_ONLY instantiation on the 16-byte
-    path alone (it checks the path after its rows, kernels/norms.cu), LayerNorm's with its loads (LD: kk::kKeep beyond
-    _FWD_KEEP_LOW_GBPS on an H100); shifted and scalar rows and rows the wide kernel takes keep theirs."""
-    norms = _stub_kernels(monkeypatch, "norms", gbps_per_sm)
+    path alone (it checks the path after its rows, kernels/norms.cu), LayerNorm's with its loads (by DRAM bandwidth:
+    test_layer_norm_forward_loads_by_dram_bandwidth); shifted and scalar rows and rows the wide kernel takes keep
+    theirs."""
+    norms = _stub_kernels(monkeypatch, "norms", 36.5)
     vec_only = ", false, 0, false, true>"
-    ln_ld = "kk::kKeep" if gbps_per_sm < LOW_DRAM_GBPS_PER_SM else "kk_norms::kLnFwdLd"
     want = {
         ("kk_rms_norm_fwd", torch.float32, 8192, VECTOR): "kk_rms_norm_fwd<float, false, 4, 3" + vec_only,
         ("kk_rms_norm_fwd", torch.float32, 1024, VECTOR): "kk_rms_norm_fwd<float, false, 8, 2" + vec_only,
@@ -1263,8 +1262,6 @@ def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch, gbps_per
         "kk_norms::kLnFwdLd, false, true>",
         ("kk_layer_norm_fwd", torch.bfloat16, 1024, VECTOR): "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2, false, 0, "
         "kk_norms::kLnFwdLd, false, true>",
-        ("kk_layer_norm_fwd", torch.bfloat16, 8192, VECTOR): f"kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2, false, 0, "
-        f"{ln_ld}, false, true>",
         ("kk_layer_norm_fwd", torch.float16, 2048, SCALAR): "kk_layer_norm_fwd<__half, false, 4, 2>",
         ("kk_layer_norm_fwd", torch.float32, 1024, VECTOR): "kk_layer_norm_fwd_wide<float, 2, 4>",
         ("kk_layer_norm_fwd", torch.float32, 1024, SCALAR): "kk_layer_norm_fwd<float, false, 4, 1>",

@@ -322,16 +322,16 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
         k = kernel("norms", f"{name}<{CTYPE[dtype]}, true>")
         # Rows longer than the register part re-read their tail: one wave keeps it in L2.
         return RowShape(k, (r, y), y, resident_blocks(k, r * y, dev))
-    if path == SHIFTED:  # 16-bit LayerNorm's kk::kKeep spills 4-36 bytes on shifted rows: its default LD
-        ld = ", kk_norms::kLnFwdLd" if name == "kk_layer_norm_fwd" else ""
-        after = f", false, 0{ld}, true>"
+    # LayerNorm's loads (LD): kk::kKeep beyond _FWD_KEEP_LOW_GBPS, but not on shifted rows, where 16-bit LayerNorm's
+    # kk::kKeep spills 4-36 bytes.
+    keep = path != SHIFTED and cols > _FWD_KEEP_LOW_GBPS.get((name, dtype), 1 << 62) and low_dram_bandwidth(dev)
+    ld = ", kk::kKeep" if keep else ", kk_norms::kLnFwdLd" if name == "kk_layer_norm_fwd" else ""
+    if path == SHIFTED:
+        after = f", false, 0{ld}, true>"  # SPLIT, CTAS, (LayerNorm: LD,) SHIFT
+    elif path == VECTOR and name in _VEC_ONLY:
+        after = f", false, 0{ld}, false, true>"  # SPLIT, CTAS, (LayerNorm: LD,) SHIFT, VEC_ONLY
     else:
-        keep = cols > _FWD_KEEP_LOW_GBPS.get((name, dtype), 1 << 62) and low_dram_bandwidth(dev)
-        ld = ", kk::kKeep" if keep else ", kk_norms::kLnFwdLd" if name == "kk_layer_norm_fwd" else ""
-        if path == VECTOR and name in _VEC_ONLY:
-            after = f", false, 0{ld}, false, true>"  # SPLIT, CTAS, (LayerNorm: LD,) SHIFT, VEC_ONLY
-        else:
-            after = ", false, 0, kk::kKeep>" if keep else ">"
+        after = ", false, 0, kk::kKeep>" if keep else ">"
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}{after}")
     return RowShape(k, (r, y), y, 1 << 62, shifted=path == SHIFTED)  # one row group per block
 
