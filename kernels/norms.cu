@@ -652,26 +652,13 @@ __device__ __forceinline__ void ln_fwd_wide_run(const float* __restrict__ x, con
 
 // RMSNorm forward of rows one block holds, on ln_fwd_wide_run's shape: rms_fwd_run's sums in its order and its
 // results, bit for bit; 0.3-0.8% faster at the fits ops/norms.py _WIDE_FIT gives it (bench/exp_rms_wide.py).
-// KEEPW: a block of several rows (grid below rows) reads w once, into registers (1) or into shared memory (2: each
-// thread's own packs, so no barrier), instead of from L2 for every row (0).
-template <typename T, int NP, int KEEPW = 0>
+template <typename T, int NP>
 __device__ __forceinline__ void rms_fwd_wide_run(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                                                  float* __restrict__ rstd, long long rows, int cols, float eps) {
   constexpr int W = kk::kVec<T>;
   __shared__ float red[32];
-  __shared__ Vec<T, W> wsm[KEEPW == 2 ? NP * 512 : 1];
-  Vec<T, W> wreg[KEEPW == 1 ? NP : 1];
   const int tx = threadIdx.x, R = blockDim.x, cv = cols / W;
   const float acols = float(cols);
-  if constexpr (KEEPW != 0) {
-#pragma unroll
-    for (int k = 0; k < NP; ++k) {
-      const int p = k * R + tx;
-      const Vec<T, W> g = p < cv ? load_vec<W, kRmsFwdLd>(w + p * W) : kk::zero_vec<T, W>();
-      if constexpr (KEEPW == 1) wreg[k] = g;
-      else wsm[p] = g;
-    }
-  }
   for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
     Vec<T, W> h[NP];
     wide_row_packs<kRmsFwdLd>(x + row * cols, tx, R, cv, h);
@@ -691,9 +678,7 @@ __device__ __forceinline__ void rms_fwd_wide_run(const T* __restrict__ x, const 
       if (p < cv) {
         float a[W], g[W];
         kk::vec_to_acc(h[k], a);
-        if constexpr (KEEPW == 1) kk::vec_to_acc(wreg[k], g);
-        else if constexpr (KEEPW == 2) kk::vec_to_acc(wsm[p], g);
-        else kk::vec_to_acc(load_vec<W, kRmsFwdLd>(w + p * W), g);
+        kk::vec_to_acc(load_vec<W, kRmsFwdLd>(w + p * W), g);
 #pragma unroll
         for (int j = 0; j < W; ++j) a[j] = a[j] * rs * g[j];
         store_vec<W>(y + row * cols + p * W, kk::acc_to_vec<T, W>(a));
@@ -1669,12 +1654,12 @@ kk_layer_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, const T
 
 // The same for RMSNorm rows of float, half or bf16 (kk_norms::rms_fwd_wide_run), launched as
 // check_wide_launch<16 / sizeof(T), NP> checks.
-template <typename T, int NP, int MINB, int KEEPW = 0>
+template <typename T, int NP, int MINB>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, float* __restrict__ rstd,
                      long long rows, long long cols, double eps) {
   static_assert(sizeof(T) <= 4, "float, half or bf16 rows");
-  kk_norms::rms_fwd_wide_run<T, NP, KEEPW>(x, w, y, rstd, rows, int(cols), float(eps));
+  kk_norms::rms_fwd_wide_run<T, NP>(x, w, y, rstd, rows, int(cols), float(eps));
   check_wide_launch<kk::kVec<T>, NP>(cols, kk::addr(x) | kk::addr(w) | kk::addr(y));
 }
 
