@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -112,6 +112,10 @@ _WIDE_FIT = {
     ("kk_layer_norm_fwd", _F32): [(256, 4096, 2, 4), (4096, 8192, 4, 3)],
     **{("kk_rms_norm_fwd", t): [(2048, 4096 if t == _F32 else 8192, 2, 4)] for t in (_F32, *_B16)},
 }
+# (kernel, dtype) -> how its _wide kernel fetches w (and b) before the row's sums rather than from L2 after them
+# (kernels/norms.cu PREW: 1 cp.async into shared memory, 2 registers, 3 as 1 with an L2 evict_last policy). Not
+# measured yet.
+_WIDE_PREFETCH: Dict[Tuple[str, torch.dtype], int] = {}
 # (kernel, dtype) -> columns beyond which held rows load with kk::kKeep (kernels/norms.cu LD) on a GPU with less DRAM
 # bandwidth per SM than _runtime.LOW_DRAM_GBPS_PER_SM; an H200 measured them 0.8-10% slower that way (kernels/norms.cu
 # kLnFwdLd). On an H100 against the default (GPU time alone, bench/ab_source.py --queued,
@@ -289,7 +293,8 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
     vec = path != SCALAR
     for lo, hi, p, m in _WIDE_FIT.get((name, dtype), ()) if path == VECTOR else ():
         if lo < cols <= hi:
-            k = kernel("norms", f"{name}_wide<{CTYPE[dtype]}, {p}, {m}>")
+            pre = f", {_WIDE_PREFETCH[name, dtype]}" if (name, dtype) in _WIDE_PREFETCH else ""
+            k = kernel("norms", f"{name}_wide<{CTYPE[dtype]}, {p}, {m}{pre}>")
             return RowShape(k, (_row_block(p, dtype, cols, vec)[0], 1), 1, 1 << 62)
     packs, minb = _FWD_PACKS[dtype], 2
     for lo, hi, p, m in _FWD_FIT.get((name, dtype), ()):
