@@ -128,6 +128,7 @@ def instantiations():
     # ops/norms.py _WIDE_FIT
     norms += ["kk_layer_norm_fwd_wide<float, 2, 4>", "kk_layer_norm_fwd_wide<float, 4, 3>"]
     norms += [f"kk_rms_norm_fwd_wide<{t}, 2, 4>" for t in ("float", "__half", "__nv_bfloat16")]
+    norms += ["kk_rms_norm_fwd_wide<float, 4, 3, true>"]  # _WIDE_PREFETCH
     norms += ["kk_rms_norm_fwd<float, false, 2, 4>", "kk_rms_norm_fwd<float, false, 4, 3>"]
     norms += [
         f"kk_add_rms_norm_fwd<{t}, false, {p}, 3>" for t, p in (("float", 4), ("__half", 2), ("__nv_bfloat16", 2))

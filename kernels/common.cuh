@@ -494,17 +494,6 @@ __device__ __forceinline__ uint4 ld_keep(const uint4* p) {
 #endif
 }
 
-// async_copy16 with kKeep's L2 policy (evict_last), sm_80+.
-__device__ __forceinline__ void async_copy16_keep(void* dst, const void* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_address(dst)), "l"(src),
-               "l"(keep_policy())
-               : "memory");
-#else
-  async_copy16(dst, src);
-#endif
-}
-
 template <int L> __device__ __forceinline__ uint4 ld16(const void* p) {
   const uint4* q = reinterpret_cast<const uint4*>(p);
   if constexpr (L == kKeep) return ld_keep(q);

@@ -602,42 +602,18 @@ __device__ __forceinline__ void wide_row_packs(const T* xr, int tx, int R, int c
   }
 }
 
-// PREW 1: the wide forwards copy this thread's packs of w (and b: NPARAM 2) into its own shared-memory slots (slot
-// k * R + tx, then (NP + k) * R + tx) with cp.async once the row's loads are out, and read them there after the row's
-// sums (kk::async_copy_wait_all; no barrier: each thread reads only its own), instead of loading them from L2 then.
-// PREW 2: into registers, loaded once the row's loads are out. PREW 3 (RMSNorm): as 1, w copied with kKeep's L2 policy.
-template <int NP, int NPARAM = 2, bool KEEP = false, typename T, int W>
-__device__ __forceinline__ void wide_prefetch_params(Vec<T, W>* wsm, const T* w, const T* b, int tx, int R, int cv) {
-#pragma unroll
-  for (int k = 0; k < NP; ++k) {
-    const int p = k * R + tx;
-    if (p < cv) {
-      if constexpr (KEEP) kk::async_copy16_keep(&wsm[k * R + tx], w + p * W);
-      else kk::async_copy16(&wsm[k * R + tx], w + p * W);
-      if constexpr (NPARAM == 2) kk::async_copy16(&wsm[(NP + k) * R + tx], b + p * W);
-    }
-  }
-}
-
-template <int NP, int PREW = 0>
+template <int NP>
 __device__ __forceinline__ void ln_fwd_wide_run(const float* __restrict__ x, const float* __restrict__ w,
                                                 const float* __restrict__ b, float* __restrict__ y,
                                                 float* __restrict__ mean, float* __restrict__ rstd, long long rows,
                                                 int cols, float eps) {
   constexpr int W = 4;
   __shared__ float red[32];
-  __shared__ Vec<float, W> wsm[PREW == 1 ? 2 * NP * 512 : 1];
-  Vec<float, W> wr[PREW == 2 ? 2 * NP : 1];
   const int tx = threadIdx.x, R = blockDim.x, cv = cols / W;
   const float acols = float(cols);
   for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
     Vec<float, W> h[NP];
     wide_row_packs<kLnWideLd>(x + row * cols, tx, R, cv, h);
-    if constexpr (PREW == 1) wide_prefetch_params<NP>(wsm, w, b, tx, R, cv);
-    if constexpr (PREW == 2) {
-      wide_row_packs<kLnWideLd>(w, tx, R, cv, *reinterpret_cast<Vec<float, W>(*)[NP]>(&wr[0]));
-      wide_row_packs<kLnWideLd>(b, tx, R, cv, *reinterpret_cast<Vec<float, W>(*)[NP]>(&wr[NP]));
-    }
     float s = 0.f;
 #pragma unroll
     for (int k = 0; k < NP; ++k)
@@ -660,15 +636,11 @@ __device__ __forceinline__ void ln_fwd_wide_run(const float* __restrict__ x, con
       if (mean != nullptr) mean[row] = mu;
       if (rstd != nullptr) rstd[row] = rs;
     }
-    if constexpr (PREW == 1) kk::async_copy_wait_all();
 #pragma unroll
     for (int k = 0; k < NP; ++k) {
       const int p = k * R + tx;
       if (p < cv) {
-        const Vec<float, W> g = PREW == 1 ? wsm[k * R + tx] : PREW == 2 ? wr[k] : load_vec<W, kLnWideLd>(w + p * W);
-        const Vec<float, W> c = PREW == 1   ? wsm[(NP + k) * R + tx]
-                                : PREW == 2 ? wr[NP + k]
-                                            : load_vec<W, kLnWideLd>(b + p * W);
+        const Vec<float, W> g = load_vec<W, kLnWideLd>(w + p * W), c = load_vec<W, kLnWideLd>(b + p * W);
         float a[W];
 #pragma unroll
         for (int j = 0; j < W; ++j) a[j] = fmaf((h[k].v[j] - mu) * rs, g.v[j], c.v[j]);
@@ -680,20 +652,29 @@ __device__ __forceinline__ void ln_fwd_wide_run(const float* __restrict__ x, con
 
 // RMSNorm forward of rows one block holds, on ln_fwd_wide_run's shape: rms_fwd_run's sums in its order and its
 // results, bit for bit; 0.3-0.8% faster at the fits ops/norms.py _WIDE_FIT gives it (bench/exp_rms_wide.py).
-template <typename T, int NP, int PREW = 0>
+// PREW: once the row's loads are out, each thread copies its packs of w with cp.async into its own shared-memory slots
+// (slot k * R + tx) and reads them there after the row's sum (no barrier: no thread reads another's), rather than
+// loading them from L2 then, between the sum and the stores. float32 32768 x 8192 at (4, 3) on an H200: against
+// torch.compile over 40 rounds 0.9980 -> 1.0026 (bench/exp_wide_prefetch_w.sh, h200-2026-11-28-s54); at 4096 columns
+// (2, 4) 2.5% slower, as bf16 x 8192 (2, 4) 5%, where the shared memory costs occupancy or L1 (ops/norms.py).
+template <typename T, int NP, bool PREW = false>
 __device__ __forceinline__ void rms_fwd_wide_run(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                                                  float* __restrict__ rstd, long long rows, int cols, float eps) {
   constexpr int W = kk::kVec<T>;
   __shared__ float red[32];
-  __shared__ Vec<T, W> wsm[PREW == 1 || PREW == 3 ? NP * 512 : 1];
-  Vec<T, W> wr[PREW == 2 ? NP : 1];
+  __shared__ Vec<T, W> wsm[PREW ? NP * 512 : 1];
   const int tx = threadIdx.x, R = blockDim.x, cv = cols / W;
   const float acols = float(cols);
   for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
     Vec<T, W> h[NP];
     wide_row_packs<kRmsFwdLd>(x + row * cols, tx, R, cv, h);
-    if constexpr (PREW == 1 || PREW == 3) wide_prefetch_params<NP, 1, PREW == 3>(wsm, w, w, tx, R, cv);
-    if constexpr (PREW == 2) wide_row_packs<kRmsFwdLd>(w, tx, R, cv, *reinterpret_cast<Vec<T, W>(*)[NP]>(&wr[0]));
+    if constexpr (PREW) {
+#pragma unroll
+      for (int k = 0; k < NP; ++k) {
+        const int p = k * R + tx;
+        if (p < cv) kk::async_copy16(&wsm[p], w + p * W);
+      }
+    }
     float s = 0.f;
 #pragma unroll
     for (int k = 0; k < NP; ++k)
@@ -704,14 +685,14 @@ __device__ __forceinline__ void rms_fwd_wide_run(const T* __restrict__ x, const 
       }
     const float rs = rsqrtf(wide_block_sum(s, red) / acols + eps);
     if (tx == 0 && rstd != nullptr) rstd[row] = rs;
-    if constexpr (PREW == 1 || PREW == 3) kk::async_copy_wait_all();
+    if constexpr (PREW) kk::async_copy_wait_all();
 #pragma unroll
     for (int k = 0; k < NP; ++k) {
       const int p = k * R + tx;
       if (p < cv) {
         float a[W], g[W];
         kk::vec_to_acc(h[k], a);
-        kk::vec_to_acc(PREW == 1 || PREW == 3 ? wsm[k * R + tx] : PREW == 2 ? wr[k] : load_vec<W, kRmsFwdLd>(w + p * W), g);
+        kk::vec_to_acc(PREW ? wsm[p] : load_vec<W, kRmsFwdLd>(w + p * W), g);
 #pragma unroll
         for (int j = 0; j < W; ++j) a[j] = a[j] * rs * g[j];
         store_vec<W>(y + row * cols + p * W, kk::acc_to_vec<T, W>(a));
@@ -1676,18 +1657,18 @@ template <int W, int NP> __device__ __forceinline__ void check_wide_launch(long 
 
 // The same for float rows (T = float) on the 16-byte path only, launched as check_wide_launch<4, NP> checks:
 // kk_norms::ln_fwd_wide_run.
-template <typename T, int NP, int MINB, int PREW = 0>
+template <typename T, int NP, int MINB>
 __global__ void __launch_bounds__(512, MINB)
 kk_layer_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                        float* __restrict__ mean, float* __restrict__ rstd, long long rows, long long cols, double eps) {
   static_assert(sizeof(T) == 4, "float rows");
-  kk_norms::ln_fwd_wide_run<NP, PREW>(x, w, b, y, mean, rstd, rows, int(cols), float(eps));
+  kk_norms::ln_fwd_wide_run<NP>(x, w, b, y, mean, rstd, rows, int(cols), float(eps));
   check_wide_launch<4, NP>(cols, kk::addr(x) | kk::addr(w) | kk::addr(b) | kk::addr(y));
 }
 
 // The same for RMSNorm rows of float, half or bf16 (kk_norms::rms_fwd_wide_run), launched as
 // check_wide_launch<16 / sizeof(T), NP> checks.
-template <typename T, int NP, int MINB, int PREW = 0>
+template <typename T, int NP, int MINB, bool PREW = false>
 __global__ void __launch_bounds__(512, MINB)
 kk_rms_norm_fwd_wide(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, float* __restrict__ rstd,
                      long long rows, long long cols, double eps) {

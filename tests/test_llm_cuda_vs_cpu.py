@@ -198,7 +198,7 @@ def test_layer_norm_rows_far_from_zero_mean(dtype, cols):
 
 WIDE_CASES = (
     [("kk_layer_norm_fwd", torch.float32, cols) for cols in (260, 1024, 2048, 2052, 4096, 6000, 8192)]
-    + [("kk_rms_norm_fwd", torch.float32, cols) for cols in (2052, 4096)]
+    + [("kk_rms_norm_fwd", torch.float32, cols) for cols in (2052, 4096, 6000, 8192)]  # beyond 4096: PREW
     + [
         ("kk_rms_norm_fwd", dtype, cols)
         for dtype in (torch.float16, torch.bfloat16)
@@ -231,6 +231,7 @@ def test_wide_norm_rows_match_the_general_kernel(name, dtype, cols):
 
 
 _LN_WIDE, _RMS_WIDE = "kk_layer_norm_fwd_wide<float, 2, 4>", "kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>"
+_RMS_WIDE_PREW = "kk_rms_norm_fwd_wide<float, 4, 3, true>"
 
 
 @pytest.mark.parametrize(
@@ -241,6 +242,7 @@ _LN_WIDE, _RMS_WIDE = "kk_layer_norm_fwd_wide<float, 2, 4>", "kk_rms_norm_fwd_wi
         (_LN_WIDE, "float32", 4096, 512, 1),
         (_RMS_WIDE, "bfloat16", 8196, 512, 0),
         (_RMS_WIDE, "bfloat16", 8192, 512, 1),
+        (_RMS_WIDE_PREW, "float32", 8196, 512, 0),
         (_LN_WIDE, "float32", 0, 512, 0),
         (_RMS_WIDE, "bfloat16", 0, 512, 0),
     ],
@@ -250,6 +252,7 @@ _LN_WIDE, _RMS_WIDE = "kk_layer_norm_fwd_wide<float, 2, 4>", "kk_rms_norm_fwd_wi
         "ln-misaligned-x",
         "rms-cols",
         "rms-misaligned-x",
+        "rms-prefetch-w-row-wider-than-the-block",
         "ln-no-cols",
         "rms-no-cols",
     ],

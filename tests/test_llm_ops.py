@@ -1244,11 +1244,11 @@ def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch):
     """RMSNorm, add_rms_norm and LayerNorm rows one block holds take the kernel's VEC_ONLY instantiation on the 16-byte
     path alone (it checks the path after its rows, kernels/norms.cu), LayerNorm's with its loads (by DRAM bandwidth:
     test_layer_norm_forward_loads_by_dram_bandwidth); shifted and scalar rows and rows the wide kernel takes keep
-    theirs."""
+    theirs (float32 RMSNorm rows beyond 4096 columns the wide kernel that fetches w early, PREW)."""
     norms = _stub_kernels(monkeypatch, "norms", 36.5)
     vec_only = ", false, 0, false, true>"
     want = {
-        ("kk_rms_norm_fwd", torch.float32, 8192, VECTOR): "kk_rms_norm_fwd<float, false, 4, 3" + vec_only,
+        ("kk_rms_norm_fwd", torch.float32, 8192, SHIFTED): "kk_rms_norm_fwd<float, false, 4, 2, false, 0, true>",
         ("kk_rms_norm_fwd", torch.float32, 1024, VECTOR): "kk_rms_norm_fwd<float, false, 8, 2" + vec_only,
         ("kk_add_rms_norm_fwd", torch.bfloat16, 8192, VECTOR): "kk_add_rms_norm_fwd<__nv_bfloat16, false, 2, 3"
         + vec_only,
@@ -1256,6 +1256,8 @@ def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch):
         ("kk_rms_norm_fwd", torch.float32, 1024, SCALAR): "kk_rms_norm_fwd<float, false, 8, 2>",
         ("kk_rms_norm_fwd", torch.float32, 1024, SHIFTED): "kk_rms_norm_fwd<float, false, 4, 2, false, 0, true>",
         ("kk_rms_norm_fwd", torch.bfloat16, 8192, VECTOR): "kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>",
+        ("kk_rms_norm_fwd", torch.float32, 4096, VECTOR): "kk_rms_norm_fwd_wide<float, 2, 4>",
+        ("kk_rms_norm_fwd", torch.float32, 8192, VECTOR): "kk_rms_norm_fwd_wide<float, 4, 3, true>",
         ("kk_layer_norm_fwd", torch.float32, 256, VECTOR): "kk_layer_norm_fwd<float, false, 4, 1, false, 0, "
         "kk_norms::kLnFwdLd, false, true>",
         ("kk_layer_norm_fwd", torch.float32, 16384, VECTOR): "kk_layer_norm_fwd<float, false, 8, 2, false, 0, "

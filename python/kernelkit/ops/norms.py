@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
@@ -107,15 +107,19 @@ _FWD_FIT = {
 #   bench/exp_ln_f32_narrow.sh, h200-2026-11-28-s53);
 # - RMSNorm (bench/exp_rms_wide.py, h200-2026-11-23-s18/rms-wide.log): float32 4096 253.0 -> 252.2 us, bf16 8192
 #   253.5 -> 252.3, bf16 4096 129.9 -> 128.9 (torch.compile 251.8, 251.2, 145.5); float16 takes bf16's fit (not
-#   measured apart); float32 8192 stays on kk_rms_norm_fwd (502.4 against 500.5).
+#   measured apart); float32 8192 at (4, 3) with its w fetched early (_WIDE_PREFETCH), where without that it read
+#   502.4 against kk_rms_norm_fwd's 500.5 (1.002 in h200-2026-11-28-s54/ab-h200-keep-w-none-f32-8192.log).
 _WIDE_FIT = {
     ("kk_layer_norm_fwd", _F32): [(256, 4096, 2, 4), (4096, 8192, 4, 3)],
-    **{("kk_rms_norm_fwd", t): [(2048, 4096 if t == _F32 else 8192, 2, 4)] for t in (_F32, *_B16)},
+    ("kk_rms_norm_fwd", _F32): [(2048, 4096, 2, 4), (4096, 8192, 4, 3)],
+    **{("kk_rms_norm_fwd", t): [(2048, 8192, 2, 4)] for t in _B16},
 }
-# (kernel, dtype) -> how its _wide kernel fetches w (and b) before the row's sums rather than from L2 after them
-# (kernels/norms.cu PREW: 1 cp.async into shared memory, 2 registers, 3 as 1 with an L2 evict_last policy). Not
-# measured yet.
-_WIDE_PREFETCH: Dict[Tuple[str, torch.dtype], int] = {}
+# (kernel, dtype) -> columns beyond which its _wide kernel copies w into shared memory with cp.async once the row's
+# loads are out, rather than loading it from L2 after the row's sum (kernels/norms.cu rms_fwd_wide_run PREW). On an
+# H200 (GPU time alone, bench/exp_wide_prefetch_w.sh, h200-2026-11-28-s54): float32 32768 x 8192 against the held
+# kernel 500.1 -> 499.4 us, and against torch.compile over 40 rounds 0.9980 -> 1.0026 [1.0021, 1.0033]; at x 4096 (2, 4)
+# 2.5% slower, bf16 x 8192 (2, 4) 5.2% (and it spills there), LayerNorm float32 x 4096 7.3%: not there.
+_WIDE_PREFETCH = {("kk_rms_norm_fwd", _F32): 4096}
 # (kernel, dtype) -> columns beyond which held rows load with kk::kKeep (kernels/norms.cu LD) on a GPU with less DRAM
 # bandwidth per SM than _runtime.LOW_DRAM_GBPS_PER_SM; an H200 measured them 0.8-10% slower that way (kernels/norms.cu
 # kLnFwdLd). On an H100 against the default (GPU time alone, bench/ab_source.py --queued,
@@ -293,7 +297,7 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
     vec = path != SCALAR
     for lo, hi, p, m in _WIDE_FIT.get((name, dtype), ()) if path == VECTOR else ():
         if lo < cols <= hi:
-            pre = f", {_WIDE_PREFETCH[name, dtype]}" if (name, dtype) in _WIDE_PREFETCH else ""
+            pre = ", true" if cols > _WIDE_PREFETCH.get((name, dtype), 1 << 62) else ""
             k = kernel("norms", f"{name}_wide<{CTYPE[dtype]}, {p}, {m}{pre}>")
             return RowShape(k, (_row_block(p, dtype, cols, vec)[0], 1), 1, 1 << 62)
     packs, minb = _FWD_PACKS[dtype], 2
