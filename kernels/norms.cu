@@ -655,8 +655,8 @@ __device__ __forceinline__ void ln_fwd_wide_run(const float* __restrict__ x, con
 // PREW: once the row's loads are out, each thread copies its packs of w with cp.async into its own shared-memory slots
 // (slot k * R + tx) and reads them there after the row's sum (no barrier: no thread reads another's), rather than
 // loading them from L2 then, between the sum and the stores. float32 32768 x 8192 at (4, 3) on an H200: against
-// torch.compile over 40 rounds 0.9980 -> 1.0026 (bench/exp_wide_prefetch_w.sh, h200-2026-11-28-s54); at 4096 columns
-// (2, 4) 2.5% slower, as bf16 x 8192 (2, 4) 5%, where the shared memory costs occupancy or L1 (ops/norms.py).
+// torch.compile over 40 rounds 0.9980 -> 1.0026 (bench/exp_wide_prefetch_w.sh of commit 0d986a3, h200-2026-11-28-s54);
+// slower at the fits of two packs a thread: float32 x 4096 2.5%, 16-bit x 8192 5% (ops/norms.py _WIDE_PREFETCH).
 template <typename T, int NP, bool PREW = false>
 __device__ __forceinline__ void rms_fwd_wide_run(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                                                  float* __restrict__ rstd, long long rows, int cols, float eps) {

@@ -116,9 +116,10 @@ _WIDE_FIT = {
 }
 # (kernel, dtype) -> columns beyond which its _wide kernel copies w into shared memory with cp.async once the row's
 # loads are out, rather than loading it from L2 after the row's sum (kernels/norms.cu rms_fwd_wide_run PREW). On an
-# H200 (GPU time alone, bench/exp_wide_prefetch_w.sh, h200-2026-11-28-s54): float32 32768 x 8192 against the held
-# kernel 500.1 -> 499.4 us, and against torch.compile over 40 rounds 0.9980 -> 1.0026 [1.0021, 1.0033]; at x 4096 (2, 4)
-# 2.5% slower, bf16 x 8192 (2, 4) 5.2% (and it spills there), LayerNorm float32 x 4096 7.3%: not there.
+# H200 (GPU time alone; bench/exp_wide_prefetch_w.sh of commit 0d986a3, h200-2026-11-28-s54): float32 32768 x 8192
+# against the held kernel 500.1 -> 499.4 us, and against torch.compile over 40 rounds 0.9980 -> 1.0026 [1.0021,
+# 1.0033]; at x 4096 (2, 4) 2.5% slower, bf16 x 8192 (2, 4) 5.2% (and it spills there), LayerNorm float32 x 4096 7.3%
+# (its w and b): not there.
 _WIDE_PREFETCH = {("kk_rms_norm_fwd", _F32): 4096}
 # (kernel, dtype) -> columns beyond which held rows load with kk::kKeep (kernels/norms.cu LD) on a GPU with less DRAM
 # bandwidth per SM than _runtime.LOW_DRAM_GBPS_PER_SM; an H200 measured them 0.8-10% slower that way (kernels/norms.cu
