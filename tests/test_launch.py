@@ -198,6 +198,27 @@ def test_dependent_launch_waits_for_the_previous_kernel(mod):
         z.zero_()
 
 
+@pytest.mark.parametrize("percent", [-2, 101])
+def test_carveout_out_of_range_is_rejected(mod, percent):
+    """set_carveout takes -1 (the driver's choice) or 0-100, checked before any driver call (no GPU needed)."""
+    with pytest.raises(ValueError, match=rf"percent: expected -1 \(the driver's choice\) or 0 to 100, got {percent}"):
+        mod.kernel("scale<float>").set_carveout(percent)
+
+
+@pytest.mark.gpu
+def test_carveout_is_set_read_back_and_launches(mod):
+    """The preferred L1/shared-memory split stays with the kernel (attributes() reads it back) and its launches still
+    compute the same: the most L1 (0), the most shared memory (100), then the driver's choice again (-1)."""
+    k = mod.kernel("scale<float>")
+    x = torch.arange(1000, dtype=torch.float32, device="cuda")
+    for percent in (0, 100, -1):
+        k.set_carveout(percent)
+        assert k.attributes()["preferred_carveout"] == percent
+        y = torch.empty_like(x)
+        k.launch(4, 256, (x, y, 2.0, 1000))
+        assert torch.equal(y, x * 2)
+
+
 @pytest.mark.gpu
 def test_cluster_launch_groups_blocks(mod):
     """cluster=(1, 4, 1): blocks (x, 0..3) form one cluster, ranked by y; before sm_90 it is refused."""

@@ -1183,6 +1183,9 @@ class _StubKernel:
     def max_active_clusters(self, block, cluster, *args):
         return self._clusters(math.prod(cluster)) if callable(self._clusters) else self._clusters
 
+    def set_carveout(self, percent, device=0):
+        self.carveout = percent
+
 
 def _h200_clusters(ctas: int) -> int:
     """Clusters of ``ctas`` CTAs at one block per SM that an H200 holds at once: 15 of 7 (measured,
@@ -1271,6 +1274,24 @@ def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch):
     for (name, dtype, cols, path), expr in want.items():
         shape = norms._forward_shape.__wrapped__(name, dtype, cols, 0, path)
         assert shape.kernel.name == expr, (name, dtype, cols, path, shape.kernel.name)
+
+
+def test_wide_norm_forwards_set_their_carveout(monkeypatch):
+    """Every _wide kernel a launch shape takes has its L1/shared-memory split set explicitly (the setting stays with
+    the kernel): _WIDE_CARVEOUT's where it lists the kernel, else the driver's choice (-1), as for the kernel with
+    PREW, which needs its shared memory."""
+    norms = _stub_kernels(monkeypatch, "norms")
+    carveout = {("kk_rms_norm_fwd", torch.bfloat16): 0, ("kk_rms_norm_fwd", torch.float32): 0}
+    monkeypatch.setattr(norms, "_WIDE_CARVEOUT", carveout)
+    want = {
+        (torch.bfloat16, 8192): ("kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>", 0),
+        (torch.float16, 8192): ("kk_rms_norm_fwd_wide<__half, 2, 4>", -1),
+        (torch.float32, 4096): ("kk_rms_norm_fwd_wide<float, 2, 4>", 0),
+        (torch.float32, 8192): ("kk_rms_norm_fwd_wide<float, 4, 3, true>", -1),
+    }
+    for (dtype, cols), (expr, percent) in want.items():
+        k = norms._forward_shape.__wrapped__("kk_rms_norm_fwd", dtype, cols, 0, VECTOR).kernel
+        assert (k.name, k.carveout) == (expr, percent), (dtype, cols)
 
 
 @pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])

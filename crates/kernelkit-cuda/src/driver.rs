@@ -43,6 +43,9 @@ pub enum FuncAttr {
     LocalSizeBytes = 3,
     NumRegs = 4,
     MaxDynamicSharedSizeBytes = 8,
+    /// The share of each SM's unified L1 and shared memory to give shared memory, in percent (0: the most
+    /// L1 that still runs the function, 100: the most shared memory, -1: the driver's choice). A hint.
+    PreferredSharedMemoryCarveout = 9,
     /// Set to 1 before a launch (or occupancy query) with more blocks per cluster than the portable 8.
     NonPortableClusterSizeAllowed = 14,
 }

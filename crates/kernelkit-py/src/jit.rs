@@ -664,6 +664,25 @@ impl Kernel {
             .py_err()
     }
 
+    /// Prefer `percent` of each SM's unified L1 and shared memory as shared memory when this kernel
+    /// runs on `device`: 0 the most L1 that still runs it, 100 the most shared memory, -1 the
+    /// driver's choice (the default). A hint the driver may override, which stays with the kernel
+    /// until set again. Kernels that use little shared memory and read through L1 can run faster
+    /// with more L1; a carveout too small for the blocks an SM would hold lowers their occupancy.
+    #[pyo3(signature = (percent, device=0))]
+    fn set_carveout(&self, percent: i32, device: i32) -> PyResult<()> {
+        if !(-1..=100).contains(&percent) {
+            return Err(PyValueError::new_err(format!(
+                "percent: expected -1 (the driver's choice) or 0 to 100, got {percent}"
+            )));
+        }
+        let r = self.resolve(device).py_err()?;
+        driver()
+            .py_err()?
+            .set_function_attribute(r.func, FuncAttr::PreferredSharedMemoryCarveout, percent)
+            .py_err()
+    }
+
     /// Registers, static shared and local memory, max threads per block, on `device`.
     #[pyo3(signature = (device=0))]
     fn attributes<'py>(&self, py: Python<'py>, device: i32) -> PyResult<Bound<'py, PyDict>> {
@@ -675,6 +694,7 @@ impl Kernel {
             ("shared_size_bytes", FuncAttr::SharedSizeBytes),
             ("local_size_bytes", FuncAttr::LocalSizeBytes),
             ("max_threads_per_block", FuncAttr::MaxThreadsPerBlock),
+            ("preferred_carveout", FuncAttr::PreferredSharedMemoryCarveout),
         ] {
             out.set_item(k, d.function_attribute(r.func, a).py_err()?)?;
         }
