@@ -207,13 +207,13 @@ def test_carveout_out_of_range_is_rejected(mod, percent):
 
 @pytest.mark.gpu
 def test_carveout_is_set_read_back_and_launches(mod):
-    """The preferred L1/shared-memory split stays with the kernel (attributes() reads it back) and its launches still
+    """The preferred L1/shared-memory split stays with the kernel (carveout() reads it back) and its launches still
     compute the same: the most L1 (0), the most shared memory (100), then the driver's choice again (-1)."""
     k = mod.kernel("scale<float>")
     x = torch.arange(1000, dtype=torch.float32, device="cuda")
     for percent in (0, 100, -1):
         k.set_carveout(percent)
-        assert k.attributes()["preferred_carveout"] == percent
+        assert k.carveout() == percent
         y = torch.empty_like(x)
         k.launch(4, 256, (x, y, 2.0, 1000))
         assert torch.equal(y, x * 2)

@@ -1176,6 +1176,7 @@ class _StubKernel:
 
     def __init__(self, expr: str, occupancy: int = 2, clusters=0):
         self.name, self._occupancy, self._clusters = expr, occupancy, clusters
+        self.carveout = None  # never set
 
     def occupancy(self, *args):
         return self._occupancy
@@ -1277,17 +1278,16 @@ def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch):
 
 
 def test_wide_norm_forwards_set_their_carveout(monkeypatch):
-    """Every _wide kernel a launch shape takes has its L1/shared-memory split set explicitly (the setting stays with
-    the kernel): _WIDE_CARVEOUT's where it lists the kernel, else the driver's choice (-1), as for the kernel with
-    PREW, which needs its shared memory."""
+    """The _wide kernels _WIDE_CARVEOUT lists get its L1/shared-memory split when a launch shape takes them; the
+    others, and the kernel with PREW (which needs its shared memory), keep the driver's choice untouched."""
     norms = _stub_kernels(monkeypatch, "norms")
     carveout = {("kk_rms_norm_fwd", torch.bfloat16): 0, ("kk_rms_norm_fwd", torch.float32): 0}
     monkeypatch.setattr(norms, "_WIDE_CARVEOUT", carveout)
     want = {
         (torch.bfloat16, 8192): ("kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>", 0),
-        (torch.float16, 8192): ("kk_rms_norm_fwd_wide<__half, 2, 4>", -1),
+        (torch.float16, 8192): ("kk_rms_norm_fwd_wide<__half, 2, 4>", None),
         (torch.float32, 4096): ("kk_rms_norm_fwd_wide<float, 2, 4>", 0),
-        (torch.float32, 8192): ("kk_rms_norm_fwd_wide<float, 4, 3, true>", -1),
+        (torch.float32, 8192): ("kk_rms_norm_fwd_wide<float, 4, 3, true>", None),
     }
     for (dtype, cols), (expr, percent) in want.items():
         k = norms._forward_shape.__wrapped__("kk_rms_norm_fwd", dtype, cols, 0, VECTOR).kernel

@@ -683,6 +683,17 @@ impl Kernel {
             .py_err()
     }
 
+    /// The L1/shared-memory split this kernel prefers on `device`, as set_carveout takes it (-1: the
+    /// driver's choice).
+    #[pyo3(signature = (device=0))]
+    fn carveout(&self, device: i32) -> PyResult<i32> {
+        let r = self.resolve(device).py_err()?;
+        driver()
+            .py_err()?
+            .function_attribute(r.func, FuncAttr::PreferredSharedMemoryCarveout)
+            .py_err()
+    }
+
     /// Registers, static shared and local memory, max threads per block, on `device`.
     #[pyo3(signature = (device=0))]
     fn attributes<'py>(&self, py: Python<'py>, device: i32) -> PyResult<Bound<'py, PyDict>> {
@@ -694,7 +705,6 @@ impl Kernel {
             ("shared_size_bytes", FuncAttr::SharedSizeBytes),
             ("local_size_bytes", FuncAttr::LocalSizeBytes),
             ("max_threads_per_block", FuncAttr::MaxThreadsPerBlock),
-            ("preferred_carveout", FuncAttr::PreferredSharedMemoryCarveout),
         ] {
             out.set_item(k, d.function_attribute(r.func, a).py_err()?)?;
         }

@@ -122,10 +122,10 @@ _WIDE_FIT = {
 # (its w and b): not there.
 _WIDE_PREFETCH = {("kk_rms_norm_fwd", _F32): 4096}
 # (kernel, dtype) -> the preferred share of shared memory in each SM's unified L1 and shared memory, in percent
-# (Kernel.set_carveout), for its _wide kernel without PREW (whose shared memory is its 128-byte row sums); the rest
-# keep the driver's choice (-1), set explicitly, as the setting stays with the kernel. With the context's preference
-# for L1 (cuCtxSetCacheConfig, which torch.compile's kernels take too), rms_norm at 32768 x 4096 float32 and x 8192
-# bf16 read 0.997 (bench/exp_carveout.py, h200-2026-11-28-s54/carveout-l1.log). Not measured per kernel yet.
+# (Kernel.set_carveout), for its _wide kernel without PREW (whose shared memory is its 128-byte row sums); the others
+# are left at the driver's choice. With the context's preference for L1 (cuCtxSetCacheConfig, which torch.compile's
+# kernels take too), rms_norm at 32768 x 4096 float32 and x 8192 bf16 read 0.997 (bench/exp_carveout.py,
+# h200-2026-11-28-s54/carveout-l1.log). Not measured per kernel yet (bench/exp_wide_carveout.sh).
 _WIDE_CARVEOUT: Dict[Tuple[str, torch.dtype], int] = {}
 # (kernel, dtype) -> columns beyond which held rows load with kk::kKeep (kernels/norms.cu LD) on a GPU with less DRAM
 # bandwidth per SM than _runtime.LOW_DRAM_GBPS_PER_SM; an H200 measured them 0.8-10% slower that way (kernels/norms.cu
@@ -306,7 +306,8 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
         if lo < cols <= hi:
             prew = cols > _WIDE_PREFETCH.get((name, dtype), 1 << 62)
             k = kernel("norms", f"{name}_wide<{CTYPE[dtype]}, {p}, {m}{', true' if prew else ''}>")
-            k.set_carveout(-1 if prew else _WIDE_CARVEOUT.get((name, dtype), -1), dev)
+            if not prew and (name, dtype) in _WIDE_CARVEOUT:
+                k.set_carveout(_WIDE_CARVEOUT[name, dtype], dev)
             return RowShape(k, (_row_block(p, dtype, cols, vec)[0], 1), 1, 1 << 62)
     packs, minb = _FWD_PACKS[dtype], 2
     for lo, hi, p, m in _FWD_FIT.get((name, dtype), ()):
