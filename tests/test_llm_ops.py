@@ -1248,8 +1248,9 @@ def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch):
     """RMSNorm, add_rms_norm and LayerNorm rows one block holds take the kernel's VEC_ONLY instantiation on the 16-byte
     path alone (it checks the path after its rows, kernels/norms.cu), LayerNorm's with its loads (by DRAM bandwidth:
     test_layer_norm_forward_loads_by_dram_bandwidth); shifted and scalar rows and rows the wide kernel takes keep
-    theirs (float32 RMSNorm rows beyond 4096 columns the wide kernel that fetches w early, PREW)."""
-    norms = _stub_kernels(monkeypatch, "norms", 36.5)
+    theirs (float32 RMSNorm rows beyond 4096 columns the wide kernel that fetches w early, PREW, where the SM holds
+    its fit's blocks: test_wide_rms_forward_prefetches_w_where_its_blocks_fit)."""
+    norms = _stub_kernels(monkeypatch, "norms", 36.5, occupancy=3)
     vec_only = ", false, 0, false, true>"
     want = {
         ("kk_rms_norm_fwd", torch.float32, 8192, SHIFTED): "kk_rms_norm_fwd<float, false, 4, 2, false, 0, true>",
@@ -1280,7 +1281,7 @@ def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch):
 def test_wide_norm_forwards_set_their_carveout(monkeypatch):
     """The _wide kernels _WIDE_CARVEOUT lists get its L1/shared-memory split when a launch shape takes them; the
     others, and the kernel with PREW (which needs its shared memory), keep the driver's choice untouched."""
-    norms = _stub_kernels(monkeypatch, "norms")
+    norms = _stub_kernels(monkeypatch, "norms", occupancy=3)
     carveout = {("kk_rms_norm_fwd", torch.bfloat16): 0, ("kk_rms_norm_fwd", torch.float32): 0}
     monkeypatch.setattr(norms, "_WIDE_CARVEOUT", carveout)
     want = {
@@ -1292,6 +1293,17 @@ def test_wide_norm_forwards_set_their_carveout(monkeypatch):
     for (dtype, cols), (expr, percent) in want.items():
         k = norms._forward_shape.__wrapped__("kk_rms_norm_fwd", dtype, cols, 0, VECTOR).kernel
         assert (k.name, k.carveout) == (expr, percent), (dtype, cols)
+
+
+@pytest.mark.parametrize(
+    "occupancy, expr", [(3, "kk_rms_norm_fwd_wide<float, 4, 3, true>"), (2, "kk_rms_norm_fwd_wide<float, 4, 3>")]
+)
+def test_wide_rms_forward_prefetches_w_where_its_blocks_fit(monkeypatch, occupancy, expr):
+    """float32 RMSNorm rows of 4097-8192 columns take the _wide kernel at (4, 3) with PREW (its 32 KB of shared memory a
+    block) where an SM holds 3 of its blocks (an H100 or H200), else the same kernel without it (GPUs of 100 KB of
+    shared memory per SM hold 2)."""
+    norms = _stub_kernels(monkeypatch, "norms", occupancy=occupancy)
+    assert norms._forward_shape.__wrapped__("kk_rms_norm_fwd", torch.float32, 8192, 0, VECTOR).kernel.name == expr
 
 
 @pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
