@@ -669,6 +669,8 @@ impl Kernel {
     /// driver's choice (the default). A hint the driver may override, which stays with the kernel
     /// until set again. Kernels that use little shared memory and read through L1 can run faster
     /// with more L1; a carveout too small for the blocks an SM would hold lowers their occupancy.
+    ///
+    ///     k.set_carveout(0)  # then k.carveout() == 0
     #[pyo3(signature = (percent, device=0))]
     fn set_carveout(&self, percent: i32, device: i32) -> PyResult<()> {
         if !(-1..=100).contains(&percent) {
