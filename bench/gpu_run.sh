@@ -83,14 +83,14 @@ rc=0
 for s in $steps; do
   case $s in
     tests)
-      # One worker per core but one (pytest-xdist; the whole suite took 348 s on 15 workers of an H200 machine,
-      # and all of a call's 600 s on an H100 one: split it with PYTEST_ARGS); each test's phase times go to
-      # test-times.txt as it ends.
+      # One worker per core but one (pytest-xdist); each test's phase times go to test-times.txt as it ends. On an
+      # H200 machine test_llm_cuda_vs_cpu.py took 96.8 s and the rest of the suite 106.2 s (session 54), after 50 s
+      # of warm-up: the whole suite fits one call.
       xdist=$(python3 -c 'import importlib.util as u, os; u.find_spec("xdist") and print("-n", max(1, os.cpu_count() - 1))')
       python3 bench/warm_kernels.py 2>&1 | tee "$OUT/warm-kernels.log" | tail -5  # the workers then load, not compile
       eval "pytest_args=(${PYTEST_ARGS:-tests})"  # shell words, so that a quoted -k expression stays one argument
       # Two CPU threads per worker (torch's OpenMP pool, rayon's for the Rust CPU references) instead of one per core
-      # each: 15 workers on 16 cores. Session 53's test_llm_cuda_vs_cpu.py took 489 s without it; not yet measured with.
+      # each: 15 workers on 16 cores. test_llm_cuda_vs_cpu.py 489 -> 96.8 s (sessions 53 and 54).
       # shellcheck disable=SC2086
       OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-2} \
         KERNELKIT_TEST_TIMES="$OUT/test-times.txt" python3 -m pytest "${pytest_args[@]}" $xdist -q -rs \
