@@ -1280,15 +1280,15 @@ def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch):
 
 def test_wide_norm_forwards_set_their_carveout(monkeypatch):
     """The _wide kernels _WIDE_CARVEOUT lists get its L1/shared-memory split when a launch shape takes them; the
-    others, and the kernel with PREW (which needs its shared memory), keep the driver's choice untouched."""
+    others keep the driver's choice untouched."""
     norms = _stub_kernels(monkeypatch, "norms", occupancy=3)
-    carveout = {("kk_rms_norm_fwd", torch.bfloat16): 0, ("kk_rms_norm_fwd", torch.float32): 0}
+    carveout = {"kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>": 0, "kk_rms_norm_fwd_wide<float, 4, 3, true>": 45}
     monkeypatch.setattr(norms, "_WIDE_CARVEOUT", carveout)
     want = {
         (torch.bfloat16, 8192): ("kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>", 0),
         (torch.float16, 8192): ("kk_rms_norm_fwd_wide<__half, 2, 4>", None),
-        (torch.float32, 4096): ("kk_rms_norm_fwd_wide<float, 2, 4>", 0),
-        (torch.float32, 8192): ("kk_rms_norm_fwd_wide<float, 4, 3, true>", None),
+        (torch.float32, 4096): ("kk_rms_norm_fwd_wide<float, 2, 4>", None),
+        (torch.float32, 8192): ("kk_rms_norm_fwd_wide<float, 4, 3, true>", 45),
     }
     for (dtype, cols), (expr, percent) in want.items():
         k = norms._forward_shape.__wrapped__("kk_rms_norm_fwd", dtype, cols, 0, VECTOR).kernel
