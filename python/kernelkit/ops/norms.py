@@ -304,15 +304,14 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
     vec = path != SCALAR
     for lo, hi, p, m in _WIDE_FIT.get((name, dtype), ()) if path == VECTOR else ():
         if lo < cols <= hi:
-            r = _row_block(p, dtype, cols, vec)[0]
-            k = kernel("norms", f"{name}_wide<{CTYPE[dtype]}, {p}, {m}>")
+            r, wide = _row_block(p, dtype, cols, vec)[0], f"{name}_wide<{CTYPE[dtype]}, {p}, {m}"
             if cols > _WIDE_PREFETCH.get((name, dtype), 1 << 62):
-                pre = kernel("norms", f"{name}_wide<{CTYPE[dtype]}, {p}, {m}, true>")
+                pre = kernel("norms", f"{wide}, true>")
                 # Its shared memory (NP * 8 KB a block) must leave the SM the fit's m blocks (GPUs of 100 KB per SM
                 # hold 2 of float32 (4, 3)'s); else the kernel without it.
                 if pre.occupancy(r, 0, dev) >= m:
                     return RowShape(_carved(pre, dev), (r, 1), 1, 1 << 62)
-            return RowShape(_carved(k, dev), (r, 1), 1, 1 << 62)
+            return RowShape(_carved(kernel("norms", f"{wide}>"), dev), (r, 1), 1, 1 << 62)
     packs, minb = _FWD_PACKS[dtype], 2
     for lo, hi, p, m in _FWD_FIT.get((name, dtype), ()):
         if lo < cols <= hi:
