@@ -149,6 +149,22 @@ def test_a_user_case_can_time_its_backward_with_the_prepare_hook():
     assert torch.allclose(g, 2 * x * torch.randn(4, 4))
 
 
+def test_interleaved_rounds_start_one_implementation_later_each_round():
+    """No implementation is always timed first (or always right after the same one); a failing one is dropped."""
+    order = []
+
+    def boom():
+        raise ValueError("no kernel")
+
+    calls = {n: [lambda n=n: order.append(n)] for n in "abc"}
+    calls["bad"] = [boom]
+    errors = {}
+    medians = bench._time_interleaved(calls, reps=3, gpu=False, errors=errors, rounds=3)
+    visits = [n for i, n in enumerate(order) if i == 0 or order[i - 1] != n]  # warm-up and timed calls, a visit
+    assert visits == list("abcbcacab"), order
+    assert set(medians) == {"a", "b", "c"} and errors["bad"].startswith("ValueError")
+
+
 def test_bench_cli_runs_the_llm_group(tmp_path):
     out = tmp_path / "llm.json"
     res = CliRunner().invoke(

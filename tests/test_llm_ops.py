@@ -1176,16 +1176,12 @@ class _StubKernel:
 
     def __init__(self, expr: str, occupancy: int = 2, clusters=0):
         self.name, self._occupancy, self._clusters = expr, occupancy, clusters
-        self.carveout = None  # never set
 
     def occupancy(self, *args):
         return self._occupancy
 
     def max_active_clusters(self, block, cluster, *args):
         return self._clusters(math.prod(cluster)) if callable(self._clusters) else self._clusters
-
-    def set_carveout(self, percent, device=0):
-        self.carveout = percent
 
 
 def _h200_clusters(ctas: int) -> int:
@@ -1276,23 +1272,6 @@ def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch):
     for (name, dtype, cols, path), expr in want.items():
         shape = norms._forward_shape.__wrapped__(name, dtype, cols, 0, path)
         assert shape.kernel.name == expr, (name, dtype, cols, path, shape.kernel.name)
-
-
-def test_wide_norm_forwards_set_their_carveout(monkeypatch):
-    """The _wide kernels _WIDE_CARVEOUT lists get its L1/shared-memory split when a launch shape takes them; the
-    others keep the driver's choice untouched."""
-    norms = _stub_kernels(monkeypatch, "norms", occupancy=3)
-    carveout = {"kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>": 0, "kk_rms_norm_fwd_wide<float, 4, 3, true>": 45}
-    monkeypatch.setattr(norms, "_WIDE_CARVEOUT", carveout)
-    want = {
-        (torch.bfloat16, 8192): ("kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>", 0),
-        (torch.float16, 8192): ("kk_rms_norm_fwd_wide<__half, 2, 4>", None),
-        (torch.float32, 4096): ("kk_rms_norm_fwd_wide<float, 2, 4>", None),
-        (torch.float32, 8192): ("kk_rms_norm_fwd_wide<float, 4, 3, true>", 45),
-    }
-    for (dtype, cols), (expr, percent) in want.items():
-        k = norms._forward_shape.__wrapped__("kk_rms_norm_fwd", dtype, cols, 0, VECTOR).kernel
-        assert (k.name, k.carveout) == (expr, percent), (dtype, cols)
 
 
 @pytest.mark.parametrize(

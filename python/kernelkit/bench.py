@@ -214,7 +214,9 @@ def _time_interleaved(
     queued: Optional[Dict[str, Optional[float]]] = None,
 ) -> Dict[str, Tuple[float, float]]:
     """Median time (ms; CUDA events on GPU, wall clock on CPU) and median host time (µs) of one call per
-    implementation, over ``rounds`` rounds that take the implementations in turn.
+    implementation, over ``rounds`` rounds that take the implementations in turn, each round starting one
+    implementation later than the one before, so that none always follows the same one (a round's first call
+    follows the previous round's last implementation, and the Python work between rounds).
 
     Host-bound calls (small sizes, backwards timed around ``torch.autograd.grad``) follow the host's
     load and clocks, which drift over seconds: timed one implementation after the other, the same cell
@@ -241,7 +243,10 @@ def _time_interleaved(
     gc.disable()
     try:
         for r in range(rounds):
-            for name, fns in list(calls.items()):
+            names = list(calls)
+            first = r % max(1, len(names))
+            for name in names[first:] + names[:first]:
+                fns = calls[name]
                 try:
                     # The first round's warm-up waits out GPU clocks a compile left idle (see _gpu_median_ms).
                     _warm(fns, 5 if r == 0 else 2, (50.0 if r == 0 else 2.0) if gpu else 0.0, gpu)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
@@ -121,12 +121,6 @@ _WIDE_FIT = {
 # 1.0033]; at x 4096 (2, 4) 2.5% slower, bf16 x 8192 (2, 4) 5.2% (and it spills there), LayerNorm float32 x 4096 7.3%
 # (its w and b): not there.
 _WIDE_PREFETCH = {("kk_rms_norm_fwd", _F32): 4096}
-# _wide kernel (its expression) -> the share of each SM's unified L1 and shared memory it prefers as shared memory, in
-# percent (Kernel.set_carveout); the others keep the driver's choice. The context's preference for L1
-# (cuCtxSetCacheConfig, which torch.compile's kernels take too) read rms_norm at 32768 x 4096 float32 and x 8192 bf16
-# 0.997 without PREW, its preference for shared memory 7-8% slower (bench/exp_carveout.py, h200-2026-11-28-s54):
-# these kernels use L1. Not measured per kernel yet (bench/exp_wide_carveout.sh).
-_WIDE_CARVEOUT: Dict[str, int] = {}
 # (kernel, dtype) -> columns beyond which held rows load with kk::kKeep (kernels/norms.cu LD) on a GPU with less DRAM
 # bandwidth per SM than _runtime.LOW_DRAM_GBPS_PER_SM; an H200 measured them 0.8-10% slower that way (kernels/norms.cu
 # kLnFwdLd). On an H100 against the default (GPU time alone, bench/ab_source.py --queued,
@@ -310,8 +304,8 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
                 # Its shared memory (NP * 8 KB a block) must leave the SM the fit's m blocks (GPUs of 100 KB per SM
                 # hold 2 of float32 (4, 3)'s); else the kernel without it.
                 if pre.occupancy(r, 0, dev) >= m:
-                    return RowShape(_carved(pre, dev), (r, 1), 1, 1 << 62)
-            return RowShape(_carved(kernel("norms", f"{wide}>"), dev), (r, 1), 1, 1 << 62)
+                    return RowShape(pre, (r, 1), 1, 1 << 62)
+            return RowShape(kernel("norms", f"{wide}>"), (r, 1), 1, 1 << 62)
     packs, minb = _FWD_PACKS[dtype], 2
     for lo, hi, p, m in _FWD_FIT.get((name, dtype), ()):
         if lo < cols <= hi:
@@ -355,13 +349,6 @@ def _forward_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
         after = ", false, 0, kk::kKeep>" if keep else ">"
     k = kernel("norms", f"{name}<{CTYPE[dtype]}, false, {packs}, {minb}{after}")
     return RowShape(k, (r, y), y, 1 << 62, shifted=path == SHIFTED)  # one row group per block
-
-
-def _carved(k, dev: int):
-    """``k`` with the L1/shared-memory split _WIDE_CARVEOUT gives it on ``dev``, if any (the setting stays with it)."""
-    if k.name in _WIDE_CARVEOUT:
-        k.set_carveout(_WIDE_CARVEOUT[k.name], dev)
-    return k
 
 
 def _shifted_split_shape(name: str, dtype: torch.dtype, cols: int, dev: int) -> Optional[RowShape]:
