@@ -5,9 +5,10 @@ cases, input sets and torch.compile settings, through kernelkit.bench's own job 
 compares kernelkit with the other implementation round by round: the ratio of their medians in each round (above 1:
 kernelkit faster), its median over rounds with a bootstrap 95% interval, and how many rounds kernelkit won. An A/A
 control, kernelkit against a second copy of its own calls timed as another implementation, shows how far apart two
-identical implementations read on the same machine.
+identical implementations read on the same machine. The rounds take the three in kernelkit.bench's balanced orders
+(six of them), so that none always runs right after another.
 
-    python3 bench/exp_ties.py --rounds 40 --out ties.json
+    python3 bench/exp_ties.py --rounds 42 --out ties.json
     python3 bench/exp_ties.py --cells h100-s40 --rounds 20 --out ties-h100.json
     python3 bench/exp_ties.py --only layer_norm --host "norms._WIDE_FIT=norms._WIDE_FIT | {...}"
 """
@@ -94,7 +95,7 @@ def time_cell(name: str, dtype: torch.dtype, size: tuple, other: str, rounds: in
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=42, help="a multiple of 6 balances the three orders")
     ap.add_argument("--calls", type=int, default=10, help="calls per implementation per round")
     ap.add_argument("--cells", choices=sorted(CELLS), default="h200-s31", help="the set of cells")
     ap.add_argument("--only", nargs="*", help="case names to time (default: every cell of the set)")

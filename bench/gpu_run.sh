@@ -57,7 +57,7 @@
 #          ln-f32-narrow (bench/exp_ln_f32_narrow.sh: A/B of float32 LayerNorm rows of 512-2048 columns on the _wide kernel),
 #          norm-narrow-fits (bench/exp_norm_narrow_fits.sh: A/B of LayerNorm fits at float32 x 256 and 16-bit x 1024, and the
 #          norm forwards at 1024-2048 columns against torch.compile and Liger),
-#          ties-norms (bench/exp_ties.py on the norm forwards of session 31's H200 cells, 40 rounds),
+#          ties-norms (bench/exp_ties.py on the norm forwards of session 31's H200 cells, 42 rounds),
 #          ties-ln-fit (bench/exp_ties.py on layer_norm float32 x 4096, shipped and at the _wide fit (4, 2)),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
 #   env: PYTEST_ARGS (what to test, with extra pytest arguments as shell words, e.g.
@@ -137,11 +137,11 @@ for s in $steps; do
       m=$m,dram__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_sector_hit_rate.pct
       ncu --kernel-name regex:'kk_|triton' --metrics "$m" python3 bench/exp_ncu_norm_fwd.py 2>&1 \
         | tee "$OUT/ncu-norm-fwd.txt" | grep -v "^==PROF==" | tail -120 ;;
-    ties-norms) python3 bench/exp_ties.py --only rms_norm layer_norm --rounds 40 --out "$OUT/ties-norms.json" 2>&1 \
+    ties-norms) python3 bench/exp_ties.py --only rms_norm layer_norm --rounds 42 --out "$OUT/ties-norms.json" 2>&1 \
       | tee "$OUT/ties-norms.log" | tail -6 ;;
     ties-ln-fit)
       for fit in "" "norms._WIDE_FIT=norms._WIDE_FIT | {('kk_layer_norm_fwd', torch.float32): [(2048, 4096, 4, 2)]}"; do
-        python3 bench/exp_ties.py --only layer_norm ${fit:+--host "$fit"} --rounds 40 2>&1 | tail -2
+        python3 bench/exp_ties.py --only layer_norm ${fit:+--host "$fit"} --rounds 42 2>&1 | tail -2
       done | tee "$OUT/ties-ln-fit.log" ;;
     ties-softmax) python3 bench/exp_ties.py --cells h100-s40 --only softmax --rounds 16 --out "$OUT/ties-softmax.json" 2>&1 \
       | tee "$OUT/ties-softmax.log" | tail -8 ;;

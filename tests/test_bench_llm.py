@@ -1,5 +1,6 @@
 """The benchmark cases for issue 5's LLM training ops (forward and backward), on whatever device this machine has."""
 
+import collections
 import json
 import math
 
@@ -149,20 +150,15 @@ def test_a_user_case_can_time_its_backward_with_the_prepare_hook():
     assert torch.allclose(g, 2 * x * torch.randn(4, 4))
 
 
-def test_interleaved_rounds_start_one_implementation_later_each_round():
-    """No implementation is always timed first (or always right after the same one); a failing one is dropped."""
-    order = []
-
-    def boom():
-        raise ValueError("no kernel")
-
-    calls = {n: [lambda n=n: order.append(n)] for n in "abc"}
-    calls["bad"] = [boom]
-    errors = {}
-    medians = bench._time_interleaved(calls, reps=3, gpu=False, errors=errors, rounds=3)
-    visits = [n for i, n in enumerate(order) if i == 0 or order[i - 1] != n]  # warm-up and timed calls, a visit
-    assert visits == list("abcbcacab"), order
-    assert set(medians) == {"a", "b", "c"} and errors["bad"].startswith("ValueError")
+@pytest.mark.parametrize("n", range(1, 8))
+def test_round_orders_balance_places_and_predecessors(n):
+    """Over bench's round orders each implementation takes every place, and follows every other one, equally often."""
+    orders = bench._balanced_orders(n)
+    assert all(sorted(o) == list(range(n)) for o in orders)
+    places = collections.Counter((i, p) for o in orders for p, i in enumerate(o))
+    follows = collections.Counter(pair for o in orders for pair in zip(o, o[1:]))
+    assert len(places) == n * n and len(set(places.values())) == 1
+    assert len(follows) == n * (n - 1) and len(set(follows.values())) <= 1
 
 
 def test_bench_cli_runs_the_llm_group(tmp_path):

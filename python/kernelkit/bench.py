@@ -214,9 +214,8 @@ def _time_interleaved(
     queued: Optional[Dict[str, Optional[float]]] = None,
 ) -> Dict[str, Tuple[float, float]]:
     """Median time (ms; CUDA events on GPU, wall clock on CPU) and median host time (µs) of one call per
-    implementation, over ``rounds`` rounds that take the implementations in turn, each round starting one
-    implementation later than the one before, so that none always follows the same one (a round's first call
-    follows the previous round's last implementation, and the Python work between rounds).
+    implementation, over ``rounds`` rounds that take the implementations in turn, in the orders of
+    :func:`_balanced_orders`: no implementation always runs first, or always right after the same other one.
 
     Host-bound calls (small sizes, backwards timed around ``torch.autograd.grad``) follow the host's
     load and clocks, which drift over seconds: timed one implementation after the other, the same cell
@@ -244,8 +243,8 @@ def _time_interleaved(
     try:
         for r in range(rounds):
             names = list(calls)
-            first = r % max(1, len(names))
-            for name in names[first:] + names[:first]:
+            orders = _balanced_orders(len(names))
+            for name in [names[i] for i in orders[r % len(orders)]] if names else ():
                 fns = calls[name]
                 try:
                     # The first round's warm-up waits out GPU clocks a compile left idle (see _gpu_median_ms).
@@ -267,6 +266,24 @@ def _time_interleaved(
     if hold is not None:
         queued.update({n: statistics.median(held[n]) if held[n] else None for n in calls})
     return {n: (statistics.median(times[n]), statistics.median(host[n])) for n in calls}
+
+
+def _balanced_orders(n: int) -> List[List[int]]:
+    """Orders of ``n`` implementations for successive rounds (a Williams design, as crossover trials use): over the
+    orders returned (n of them, 2n for odd n) each implementation takes every place in a round equally often and
+    follows every other one equally often. A fixed order put kernelkit right after torch.compile in every round of
+    bench/exp_ties.py, and its A/A control (kernelkit against itself in the next place) read 0.9988 [0.9979, 0.9997]
+    at rms_norm float32 32768 x 4096 (h200-2026-11-28-s55/ties-norms-rotated.log).
+
+    >>> _balanced_orders(4)
+    [[0, 1, 3, 2], [1, 2, 0, 3], [2, 3, 1, 0], [3, 0, 2, 1]]
+    """
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo if len(first) % 2 else hi)
+        lo, hi = (lo + 1, hi) if len(first) % 2 == 0 else (lo, hi - 1)
+    orders = [[(i + j) % n for i in first] for j in range(n)]
+    return orders + [o[::-1] for o in orders] if n % 2 and n > 1 else orders
 
 
 def _warm(fns: Sequence[Callable], calls: int, min_ms: float, gpu: bool) -> None:
