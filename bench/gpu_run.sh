@@ -57,6 +57,8 @@
 #          ln-f32-narrow (bench/exp_ln_f32_narrow.sh: A/B of float32 LayerNorm rows of 512-2048 columns on the _wide kernel),
 #          norm-narrow-fits (bench/exp_norm_narrow_fits.sh: A/B of LayerNorm fits at float32 x 256 and 16-bit x 1024, and the
 #          norm forwards at 1024-2048 columns against torch.compile and Liger),
+#          softmax-bwd-minb (bench/exp_softmax_bwd_minb.sh: the 16-bit softmax backward's held fits at 4096 columns
+#          against torch.compile),
 #          ties-norms (bench/exp_ties.py on the norm forwards of session 31's H200 cells, 42 rounds),
 #          ties-ln-fit (bench/exp_ties.py on layer_norm float32 x 4096, shipped and at the _wide fit (4, 2)),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
