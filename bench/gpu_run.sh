@@ -59,6 +59,8 @@
 #          norm forwards at 1024-2048 columns against torch.compile and Liger),
 #          softmax-bwd-minb (bench/exp_softmax_bwd_minb.sh: the 16-bit softmax backward's held fits at 4096 columns
 #          against torch.compile),
+#          softmax-bwd-gap (bench/exp_softmax_bwd_gap.sh: ncu of the 16-bit softmax backward at 4096 columns and
+#          torch.compile's, and Inductor's Triton source for it),
 #          ties-norms (bench/exp_ties.py on the norm forwards of session 31's H200 cells, 42 rounds),
 #          ties-ln-fit (bench/exp_ties.py on layer_norm float32 x 4096, shipped and at the _wide fit (4, 2)),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)

@@ -271,9 +271,10 @@ def _time_interleaved(
 def _balanced_orders(n: int) -> List[List[int]]:
     """Orders of ``n`` implementations for successive rounds (a Williams design, as crossover trials use): over the
     orders returned (n of them, 2n for odd n) each implementation takes every place in a round equally often and
-    follows every other one equally often. A fixed order put kernelkit right after torch.compile in every round of
-    bench/exp_ties.py, and its A/A control (kernelkit against itself in the next place) read 0.9988 [0.9979, 0.9997]
-    at rms_norm float32 32768 x 4096 (h200-2026-11-28-s55/ties-norms-rotated.log).
+    follows every other one equally often. One cycle of them, fixed or rotated, put kernelkit right after torch.compile
+    in every round of bench/exp_ties.py, and its A/A control (kernelkit against itself in the next place) read 0.9988
+    [0.9979, 0.9997] at rms_norm float32 32768 x 4096; in these orders the A/A controls read 0.9999-1.0003
+    (h200-2026-11-28-s55/ties-norms-rotated.log, ties-norms.log).
 
     >>> _balanced_orders(4)
     [[0, 1, 3, 2], [1, 2, 0, 3], [2, 3, 1, 0], [3, 0, 2, 1]]
