@@ -61,6 +61,8 @@
 #          against torch.compile),
 #          softmax-bwd-gap (bench/exp_softmax_bwd_gap.sh: ncu of the 16-bit softmax backward at 4096 columns and
 #          torch.compile's, and Inductor's Triton source for it),
+#          softmax-bwd-vec-only (bench/exp_softmax_bwd_vec_only.sh: A/B of the softmax backward's VEC_ONLY held rows,
+#          and against torch.compile),
 #          ties-norms (bench/exp_ties.py on the norm forwards of session 31's H200 cells, 42 rounds),
 #          ties-ln-fit (bench/exp_ties.py on layer_norm float32 x 4096, shipped and at the _wide fit (4, 2)),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
