@@ -6,10 +6,12 @@ compares kernelkit with the other implementation round by round: the ratio of th
 kernelkit faster), its median over rounds with a bootstrap 95% interval, and how many rounds kernelkit won. An A/A
 control, kernelkit against a second copy of its own calls timed as another implementation, shows how far apart two
 identical implementations read on the same machine. The rounds take the three in kernelkit.bench's balanced orders
-(six of them), so that none always runs right after another.
+(six of them), so that none always runs right after another. Times are per call, unless --alone: GPU time alone, each
+round's calls queued behind a hold (where an implementation is host-bound, its host decides the time per call).
 
     python3 bench/exp_ties.py --rounds 42 --out ties.json
     python3 bench/exp_ties.py --cells h100-s40 --rounds 20 --out ties-h100.json
+    python3 bench/exp_ties.py --only softmax_backward --alone
     python3 bench/exp_ties.py --only layer_norm --host "norms._WIDE_FIT=norms._WIDE_FIT | {...}"
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 
@@ -56,8 +59,9 @@ def interval(ratios: list, draws: int = 10000, seed: int = 0) -> tuple:
 
 
 def compare(samples: dict, other: str) -> dict:
-    """kernelkit against ``other``, round by round: other's median / kernelkit's (above 1: kernelkit faster)."""
-    ratios = [o / k for k, o in zip(samples["kernelkit"], samples[other])]
+    """kernelkit against ``other``, round by round: other's median / kernelkit's (above 1: kernelkit faster); rounds
+    without a time for either (NaN: a queued round whose hold timed out) left out."""
+    ratios = [o / k for k, o in zip(samples["kernelkit"], samples[other]) if not (math.isnan(k) or math.isnan(o))]
     lo, hi = interval(ratios)
     return {
         "median": statistics.median(ratios),
@@ -67,7 +71,9 @@ def compare(samples: dict, other: str) -> dict:
     }
 
 
-def time_cell(name: str, dtype: torch.dtype, size: tuple, other: str, rounds: int, calls: int, copy: float) -> dict:
+def time_cell(
+    name: str, dtype: torch.dtype, size: tuple, other: str, rounds: int, calls: int, copy: float, alone: bool = False
+) -> dict:
     (case,) = op_cases([name], group="llm")
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     _, sets, timed, _, errors = _job_calls(case, size, dtype, "cuda", l2, compile=other == "torch.compile")
@@ -75,8 +81,22 @@ def time_cell(name: str, dtype: torch.dtype, size: tuple, other: str, rounds: in
         raise RuntimeError(f"{name}: {errors}")
     timed = {k: v for k, v in timed.items() if k in ("kernelkit", other)}
     timed[SELF] = list(timed["kernelkit"])
-    samples: dict = {}
-    medians = _time_interleaved(timed, rounds * calls, True, errors, rounds=rounds, per_round=samples)
+    per_call: dict = {}
+    gpu_alone: dict = {}
+    queued: dict = {}
+    medians = _time_interleaved(
+        timed,
+        rounds * calls,
+        True,
+        errors,
+        rounds=rounds,
+        per_round=per_call,
+        queued=queued if alone else None,
+        per_round_queued=gpu_alone if alone else None,
+    )
+    samples = gpu_alone if alone else per_call
+    if alone:
+        medians = {k: (math.nan if queued[k] is None else queued[k], None) for k in medians}
     nbytes = case.bytes(*sets[0])
     res = {
         "case": name,
@@ -106,19 +126,27 @@ def main() -> None:
         metavar="MODULE.NAME=EXPR",
         help="a host setting of kernelkit.ops.MODULE for every kernelkit call, as ab_source.py's --b-host",
     )
+    ap.add_argument(
+        "--alone",
+        action="store_true",
+        help="compare GPU time alone (each round's calls queued behind a hold, as kernelkit bench's GPU time) rather "
+        "than time per call, which a host-bound implementation's host decides",
+    )
     ap.add_argument("--out")
     a = ap.parse_args()
     for mod, name, _, value in _host_settings(a.host):  # before any call: no launch shape is cached yet
         setattr(mod, name, value)
     copy = copy_bandwidth()
-    print(f"copy {copy:.0f} GB/s, {a.rounds} rounds of {a.calls} calls; ratio: other / kernelkit, >1 kernelkit faster")
+    what = "GPU time alone" if a.alone else "time per call"
+    print(f"copy {copy:.0f} GB/s, {a.rounds} rounds of {a.calls} calls, {what}; ratio: other / kernelkit", end="")
+    print(", >1 kernelkit faster")
     for h in a.host:
         print(f"kernelkit with {h}")
     results = []
     for name, dtype, size, other in CELLS[a.cells]:
         if a.only and name not in a.only:
             continue
-        r = time_cell(name, dtype, size, other, a.rounds, a.calls, copy)
+        r = time_cell(name, dtype, size, other, a.rounds, a.calls, copy, a.alone)
         results.append(r)
         v, s = r["vs_other"], r["vs_self"]
         print(
@@ -130,7 +158,9 @@ def main() -> None:
     if a.out:
         with open(a.out, "w") as f:
             json.dump(
-                {"environment": environment(), "copy_gbps": copy, "host": a.host, "results": results}, f, indent=1
+                {"environment": environment(), "copy_gbps": copy, "host": a.host, "alone": a.alone, "results": results},
+                f,
+                indent=1,
             )
 
 

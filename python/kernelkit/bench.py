@@ -212,6 +212,7 @@ def _time_interleaved(
     rounds: int = ROUNDS,
     per_round: Optional[Dict[str, List[float]]] = None,
     queued: Optional[Dict[str, Optional[float]]] = None,
+    per_round_queued: Optional[Dict[str, List[float]]] = None,
 ) -> Dict[str, Tuple[float, float]]:
     """Median time (ms; CUDA events on GPU, wall clock on CPU) and median host time (µs) of one call per
     implementation, over ``rounds`` rounds that take the implementations in turn, in the orders of
@@ -225,7 +226,8 @@ def _time_interleaved(
     together. An implementation that raises is dropped, its error kept in ``errors``. ``per_round``, when given,
     receives each implementation's median time (ms) of every round, for paired comparisons round by round.
     ``queued``, when given on a GPU, receives each implementation's median time (ms) with each round's calls
-    timed a second time, queued behind a :class:`_StreamHold` (None where a hold timed out).
+    timed a second time, queued behind a :class:`_StreamHold` (None where a hold timed out); ``per_round_queued``,
+    given with it, the median of those of every round (NaN once an implementation's hold timed out).
     """
     calls_per_round = max(1, math.ceil(reps / rounds))
     times: Dict[str, List[float]] = {n: [] for n in calls}
@@ -254,9 +256,13 @@ def _time_interleaved(
                     host[name] += us
                     if per_round is not None:
                         per_round.setdefault(name, []).append(statistics.median(ms))
+                    alone = math.nan
                     if hold is not None and held[name] is not None:
                         ms, _ = _timed_calls(fns, r * calls_per_round, calls_per_round, gpu, hold)
                         held[name] = held[name] + ms if ms else None
+                        alone = statistics.median(ms) if ms else math.nan
+                    if hold is not None and per_round_queued is not None:
+                        per_round_queued.setdefault(name, []).append(alone)
                 except Exception as e:
                     calls.pop(name)
                     errors[name] = f"{type(e).__name__}: {e}"[:300]
