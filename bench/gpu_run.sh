@@ -59,8 +59,8 @@
 #          norm forwards at 1024-2048 columns against torch.compile and Liger),
 #          softmax-bwd-minb (bench/exp_softmax_bwd_minb.sh: the 16-bit softmax backward's held fits at 4096 columns
 #          against torch.compile),
-#          softmax-bwd-gap (bench/exp_softmax_bwd_gap.sh: ncu of the 16-bit softmax backward at 4096 columns and
-#          torch.compile's, and Inductor's Triton source for it),
+#          ncu-gaps (bench/exp_ncu_gaps.sh: ncu of the cells whose GPU time trails torch.compile's kernels, both sides,
+#          and Inductor's Triton source for them; NCU_CASES picks the cells),
 #          softmax-bwd-vec-only (bench/exp_softmax_bwd_vec_only.sh: A/B of the softmax backward's VEC_ONLY held rows,
 #          and against torch.compile),
 #          ties-norms (bench/exp_ties.py on the norm forwards of session 31's H200 cells, 42 rounds),
