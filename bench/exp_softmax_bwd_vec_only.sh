@@ -11,7 +11,7 @@
 # shellcheck source=bench/ab_env.sh
 source "$(dirname "$0")/ab_env.sh"
 export AB_ROUNDS=${AB_ROUNDS:-8}
-on="softmax._VEC_ONLY=frozenset({'kk_softmax_bwd'})"
+on="softmax._VEC_ONLY=('kk_softmax_bwd',)"
 ab softmax "ab-$gpu-softmax-bwd-vec-only.log" --b-host "$on" softmax_backward:bfloat16:32768x4096 \
   softmax_backward:float16:32768x4096 softmax_backward:bfloat16:32768x8192 softmax_backward:bfloat16:32768x1024 \
   softmax_backward:bfloat16:32768x2048 softmax_backward:float32:32768x4096 softmax_backward:float32:32768x8192 \

@@ -41,7 +41,7 @@
 #          norm-ties (bench/exp_norm_ties.sh: A/B of other fits for the norm forwards that trail torch.compile),
 #          norm-fwd-keep-l2 (bench/exp_norm_fwd_keep_l2.sh: A/B of the norm forwards' x loads without evict_last in L2),
 #          store-v4 (bench/exp_store_v4.sh: A/B of kk::store_vec's 16-byte stores, one v4 store or a C++ copy),
-#          ncu-norm-fwd (bench/exp_ncu_norm_fwd.py under ncu: the norm forwards behind torch.compile, and its kernels),
+#          ncu-norm-fwd (bench/exp_ncu_gaps.sh on session 50's two norm forwards behind torch.compile),
 #          norm-wide-sync (bench/exp_norm_wide_sync.sh: A/B of the norm forwards' block sums without their second barrier),
 #          l2-policy (bench/exp_l2_policy.sh: A/B of other L2 eviction priorities for the norm kernels' loads and stores),
 #          l2-prefetch (bench/exp_l2_prefetch.sh: A/B of kKeep's loads with a 256-byte L2 prefetch, and the PTX of
@@ -136,13 +136,8 @@ for s in $steps; do
     softmax-issue) OUT=$OUT python3 bench/exp_softmax_fwd_issue.py ;;
     softmax-once) OUT=$OUT bash bench/exp_softmax_exp_once.sh ;;
     softmax-sass) OUT=$OUT bash bench/exp_h100_softmax_sass.sh ;;
-    ncu-norm-fwd)
-      m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__block_size
-      m=$m,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct
-      m=$m,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum,smsp__inst_executed.sum
-      m=$m,dram__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_sector_hit_rate.pct
-      ncu --kernel-name regex:'kk_|triton' --metrics "$m" python3 bench/exp_ncu_norm_fwd.py 2>&1 \
-        | tee "$OUT/ncu-norm-fwd.txt" | grep -v "^==PROF==" | tail -120 ;;
+    ncu-norm-fwd)  # session 50's two norm forwards behind torch.compile, as ncu-gaps profiles them
+      NCU_CASES="layer_norm:float32:32768x4096 rms_norm:float32:32768x8192" OUT=$OUT bash bench/exp_ncu_gaps.sh ;;
     ties-norms) python3 bench/exp_ties.py --only rms_norm layer_norm --rounds 42 --out "$OUT/ties-norms.json" 2>&1 \
       | tee "$OUT/ties-norms.log" | tail -6 ;;
     ties-ln-fit)

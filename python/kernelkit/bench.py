@@ -244,9 +244,11 @@ def _time_interleaved(
     gc.disable()
     try:
         for r in range(rounds):
-            names = list(calls)
+            names = list(calls)  # an implementation that raised is gone
+            if not names:
+                break
             orders = _balanced_orders(len(names))
-            for name in [names[i] for i in orders[r % len(orders)]] if names else ():
+            for name in [names[i] for i in orders[r % len(orders)]]:
                 fns = calls[name]
                 try:
                     # The first round's warm-up waits out GPU clocks a compile left idle (see _gpu_median_ms).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import FrozenSet, Optional, Tuple, Union
+from typing import Optional, Tuple, Union
 
 import torch
 
@@ -78,7 +78,7 @@ _HELD_WARPS_LOW_GBPS = {("kk_softmax_fwd", 2): 48}
 # drops the 16-bit backward's registers at 2 packs from 48 to 40 (sm_90: 6 blocks of 256 threads per SM instead of 5),
 # float32's at 8 packs from 120 to 89. Not yet timed: empty until bench/exp_softmax_bwd_vec_only.sh has measured it
 # (the bf16 backward at 32768 x 4096 trails torch.compile's kernel by 0.56% in GPU time, h200-2026-11-28-s55).
-_VEC_ONLY: FrozenSet[str] = frozenset()
+_VEC_ONLY: Tuple[str, ...] = ()
 
 
 def _warps_cap_smem(k: Kernel, block: int, dev: int, warps: Optional[int]) -> int:
@@ -139,9 +139,12 @@ def _template_args(name: str, packs: int, minb: int) -> str:
     return f"{minb}, {packs}" if name == "kk_softmax_fwd" else f"{packs}, {minb}"
 
 
-def _expr(name: str, ct: str, args: str, shifted: bool, split: bool = False) -> str:
+def _expr(name: str, ct: str, args: str, shifted: bool, split: bool = False, vec_only: bool = False) -> str:
     """A softmax kernel's expression: ``args`` its template arguments after the type, up to HELD; ``shifted``: its
-    SHIFT instantiation (rows of any width on the 16-byte path); ``split``: SPLIT, whose CTAS split_shape fills in."""
+    SHIFT instantiation (rows of any width on the 16-byte path); ``split``: SPLIT, whose CTAS split_shape fills in;
+    ``vec_only``: the VEC_ONLY instantiation of held rows on the 16-byte path (_VEC_ONLY)."""
+    if vec_only:
+        return f"{name}<{ct}, {args}, false, 0, false, true>"
     if shifted:
         return f"{name}<{ct}, {args}, {str(split).lower()}, {'{ctas}' if split else 0}, true>"
     return f"{name}<{ct}, {args}, true>" if split else f"{name}<{ct}, {args}>"
@@ -159,11 +162,7 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
     for packs, minb, threads in held_fits.get((name, dtype.itemsize), ()):
         if packs * threads <= nv <= packs * 512 and nv > packs * 32:
             args = f"{_template_args(name, packs, minb)}, 512, true"
-            vec_only = path == VECTOR and name in _VEC_ONLY
-            k = kernel(
-                "softmax",
-                f"{name}<{ct}, {args}, false, 0, false, true>" if vec_only else _expr(name, ct, args, shifted),
-            )
+            k = kernel("softmax", _expr(name, ct, args, shifted, vec_only=path == VECTOR and name in _VEC_ONLY))
             threads = cdiv(cdiv(nv, packs), 32) * 32
             low = path == VECTOR and low_dram_bandwidth(dev)  # the cap was measured on the 16-byte path
             cap = _HELD_WARPS_LOW_GBPS.get((name, dtype.itemsize)) if low else None
