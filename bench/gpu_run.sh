@@ -61,8 +61,6 @@
 #          against torch.compile),
 #          ncu-gaps (bench/exp_ncu_gaps.sh: ncu of the cells whose GPU time trails torch.compile's kernels, both sides,
 #          and Inductor's Triton source for them; NCU_CASES picks the cells),
-#          softmax-bwd-vec-only (bench/exp_softmax_bwd_vec_only.sh: A/B of the softmax backward's VEC_ONLY held rows,
-#          and against torch.compile),
 #          ties-norms (bench/exp_ties.py on the norm forwards of session 31's H200 cells, 42 rounds),
 #          ties-ln-fit (bench/exp_ties.py on layer_norm float32 x 4096, shipped and at the _wide fit (4, 2)),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)

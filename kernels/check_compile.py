@@ -276,12 +276,6 @@ def instantiations():
     sm += [_shifted(s) for s in softmax_kernels if not s.endswith(", 8, 256, true>")]
     # (the backward's warp fit at six blocks per SM: _WARP_FITS_SHIFTED)
     sm += [f"kk_softmax_bwd<{t}, 2, 6, 256, true, false, 0, true>" for t in ("float", "__half", "__nv_bfloat16")]
-    # the backward's held rows on the 16-byte path alone (VEC_ONLY; ops/softmax.py _VEC_ONLY, empty until timed)
-    sm += [
-        s[:-1] + ", false, 0, false, true>"
-        for s in softmax_kernels
-        if s.startswith("kk_softmax_bwd<") and s.endswith(", 512, true>")
-    ]
     act = [f"{k}<{t}>" for k in ("kk_swiglu_fwd", "kk_swiglu_bwd") for t in TYPES]
     act += [f"kk_rope<{t}, {b}{i}>" for t in TYPES for b in (0, 1) for i in ("", ", 1")]  # 1 item: low DRAM bandwidth
     return {

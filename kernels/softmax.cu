@@ -613,18 +613,6 @@ __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, 
   }
 }
 
-// VEC_ONLY (kk_softmax_bwd): rows held in one block on the 16-byte path, one row per block, with nothing ahead of the
-// row's loads but its offset; check_vec_only_launch checks the launch once block 0's row is done.
-template <typename T, int W, int RP>
-__device__ __forceinline__ void softmax_bwd_held_row(const T* gy, const T* y, T* gx, long long rows, long long cols,
-                                                     acc_t<T>* red) {
-  const long long row = blockIdx.x;
-  if (row >= rows) return;
-  int parity = 0;
-  const long long o = row * cols;
-  bwd_row<T, W, true, RP, false>(gy + o, y + o, gx + o, cols / W, threadIdx.x, blockDim.x, nullptr, 0, red, parity);
-}
-
 // ---------------------------------------------------------------- cross-entropy forward, one row
 // Single streaming pass: (max, sum exp, and with SX, which label smoothing needs, sum x); then the team's thread 0
 // writes. It loads the target before the pass and x[target] after it, so that no branch on the target waits for its
@@ -946,20 +934,6 @@ __device__ __forceinline__ void check_block() {
   if (blockDim.x & 31u || blockDim.x > 32 * kMaxWarps) __trap();  // teams are whole warps, at most kMaxWarps
 }
 
-// The VEC_ONLY kernels' launch: block 0 traps unless 0 < cols, cols % W == 0, every pointer in `ptrs` is 16-byte
-// aligned, the row is a block's held row (RP * 32 < cols / W <= RP * blockDim.x), the block is whole warps
-// (check_block), gridDim.y == 1 and the grid covers the rows. A misaligned pointer faults at its first load instead.
-template <int RP, int W>
-__device__ __forceinline__ void check_vec_only_launch(long long rows, long long cols, unsigned long long ptrs) {
-  if (blockIdx.x != 0) return;
-  const long long nv = cols / W;
-  if (cols <= 0 || cols % W != 0 || !kk::aligned16(ptrs) || nv <= RP * 32 || nv > RP * (long long)blockDim.x ||
-      gridDim.x < rows)
-    __trap();
-  check_block();
-  kk::check_split<false>();
-}
-
 // ---------------------------------------------------------------- the reduced loss's finish
 // Two 64-bit words per launch, zeroed before it and set back to 0 by its last block. words[0]: arrivals (bits 53-63)
 // and the blocks' partial sums in fixed point, units of 2^-frac_bits (bits 0-52); words[1]: arrivals, blocks whose
@@ -1130,28 +1104,18 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, l
 //   HELD = true: as kk_softmax_fwd's. Fastest where the row fits (bench/sweep_llm.py, H200): 16-bit RP 2 with
 //                  MINB 2, float32 RP 8 (102-104% of copy at 4096 and 8192 columns).
 //   SPLIT = true: as kk_softmax_fwd's.
-//   VEC_ONLY = true (HELD; SPLIT and SHIFT false): rows held in one block on the 16-byte path alone, one row per block
-//                  (grid >= rows), launched where the host found that path (ops/softmax.py row_path, _VEC_ONLY). No
-//                  block tests the path, its block or the row fit before its loads: block 0 checks them once its row
-//                  is done (check_vec_only_launch) and traps, as the norms' VEC_ONLY forwards do.
 template <typename T, int RP = 2, int MINB = 1, int MAXT = 512, bool HELD = false, bool SPLIT = false, int CTAS = 0,
-          bool SHIFT = false, bool VEC_ONLY = false>
+          bool SHIFT = false>
 __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const T* y, T* gx, long long rows,
                                                               long long cols) {
   using A = typename kk::Acc<T>::type;
   __shared__ A red[2 * 32 * 1];
   static_assert(HELD || !SPLIT, "split rows are held whole in registers");
-  constexpr int V = kk::kVec<T>;
-  if constexpr (VEC_ONLY) {
-    static_assert(HELD && !SPLIT && !SHIFT, "rows held in one block, on the 16-byte path");
-    kk_sm::softmax_bwd_held_row<T, V, RP>(gy, y, gx, rows, cols, red);
-    kk_sm::check_vec_only_launch<RP, V>(rows, cols, kk::addr(gy) | kk::addr(y) | kk::addr(gx));
-    return;
-  }
   if (kk::split_unsupported<SPLIT>()) return;
   if (rows <= 0 || cols <= 0) return;
   kk_sm::check_block();
   kk::check_split<SPLIT>();
+  constexpr int V = kk::kVec<T>;
   if constexpr (SHIFT) {
     if (!kk::congruent16((kk::addr(gy) ^ kk::addr(y)) | (kk::addr(gx) ^ kk::addr(y)))) __trap();
     if constexpr (SPLIT) kk_sm::softmax_bwd_split<T, V, RP, CTAS, true>(gy, y, gx, rows, cols, red);

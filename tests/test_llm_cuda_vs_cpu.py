@@ -335,69 +335,6 @@ def test_held_norm_launch_checks_fail_the_launch(launch_in_subprocess, expr, blo
         assert f"kernel '{expr}' failed" in stdout, printed
 
 
-_SM_BWD_HELD = "kk_softmax_bwd<__nv_bfloat16, 2, 2, 512, true>"
-_SM_BWD_VEC_ONLY = "kk_softmax_bwd<__nv_bfloat16, 2, 2, 512, true, false, 0, false, true>"
-
-
-@pytest.mark.parametrize(
-    "block, cols, grid_short, want",
-    [
-        (256, 4096, 0, "NO ERROR"),
-        (160, 2560, 0, "NO ERROR"),
-        (128, 4096, 0, "LAUNCH_ERROR"),
-        (256, 4092, 0, "LAUNCH_ERROR"),
-        (256, 0, 0, "LAUNCH_ERROR"),
-        (256, 512, 0, "LAUNCH_ERROR"),
-        (256, 4096, 1, "LAUNCH_ERROR"),
-    ],
-    ids=["fits", "row-short-of-the-block", "row-wider", "off-the-16-byte-path", "no-cols", "warp-row", "grid-short"],
-)
-def test_softmax_backward_vec_only_launch_checks_fail_the_launch(launch_in_subprocess, block, cols, grid_short, want):
-    """kk_softmax_bwd's VEC_ONLY instantiation checks its launch in block 0 once its row is done: rows off the 16-byte
-    path, wider than the block's packs, narrow enough for a warp, or more rows than blocks fail with an error that
-    names the kernel (in a subprocess: the trap ends the CUDA context); a launch that fits matches the general held
-    kernel bit for bit."""
-    stdout, printed = launch_in_subprocess(f"""
-        from kernelkit.ops._runtime import kernel
-        rows, cols = 300, {cols}
-        y = torch.softmax(torch.randn(rows, cols, device="cuda"), -1).bfloat16()
-        g = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
-
-        def run(expr, grid, block):
-            gx = torch.empty_like(y)
-            kernel("softmax", expr).launch(grid, block, (g, y, gx, rows, cols))
-            torch.cuda.synchronize()
-            return gx
-
-        got, base = run("{_SM_BWD_VEC_ONLY}", rows - {grid_short}, {block}), run("{_SM_BWD_HELD}", rows, {block})
-        assert torch.equal(got, base)
-    """)
-    assert stdout.startswith(want), printed
-    if want == "LAUNCH_ERROR":
-        assert f"kernel '{_SM_BWD_VEC_ONLY}' failed" in stdout, printed
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_softmax_backward_vec_only_matches_the_general_kernel(monkeypatch, dram_gbps_per_sm, dtype):
-    """With _VEC_ONLY on, softmax_backward's held rows on the 16-byte path (their VEC_ONLY kernel) give the general
-    kernels' gradients bit for bit, at the widths of each held fit and at 4100 columns (off the 16-byte path in 16
-    bits)."""
-    torch.manual_seed(0)
-    ys = [torch.softmax(torch.randn(96, c, device="cuda"), -1).to(dtype) for c in (1024, 2056, 4096, 6144, 16384, 4100)]
-    cases = [(y, torch.randn_like(y)) for y in ys]
-    base = [K.softmax_backward(g, y) for y, g in cases]
-    monkeypatch.setattr(softmax_module, "_VEC_ONLY", ("kk_softmax_bwd",))
-    softmax_module._softmax_shape.cache_clear()
-    try:
-        got = [K.softmax_backward(g, y) for y, g in cases]
-        held = softmax_module._softmax_shape("kk_softmax_bwd", dtype, 4096, 0, VECTOR).kernel.name
-    finally:
-        softmax_module._softmax_shape.cache_clear()
-    assert held.endswith(", false, 0, false, true>"), held
-    for (y, _), a, b in zip(cases, got, base):
-        assert torch.equal(a, b), (dtype, y.shape)
-
-
 # (a split forward at its shipped fit, CTAs per 65536-column row, its shared-memory parameter slots per thread, the
 # arguments after x)
 SPLIT_FORWARDS = [

@@ -1392,27 +1392,6 @@ def test_softmax_held_rows_by_dram_bandwidth(monkeypatch, gbps_per_sm):
     )
 
 
-def test_softmax_backward_held_rows_take_their_16_byte_only_kernel_where_listed(monkeypatch):
-    """With kk_softmax_bwd in _VEC_ONLY its held rows on the 16-byte path take the VEC_ONLY instantiation (one row per
-    block, the launch checked after it: kernels/softmax.cu); shifted and scalar rows keep theirs, and so does the
-    forward. Off (the default), the held rows keep the general kernel (no GPU needed: the kernel lookup is a
-    stand-in)."""
-    softmax = _stub_kernels(monkeypatch, "softmax", 36.5, occupancy=4)
-
-    def name(dtype, cols, path, kernel="kk_softmax_bwd"):
-        return softmax._softmax_shape.__wrapped__(kernel, dtype, cols, 0, path).kernel.name
-
-    vec_only = ", 512, true, false, 0, false, true>"
-    assert name(torch.bfloat16, 4096, VECTOR) == "kk_softmax_bwd<__nv_bfloat16, 2, 2, 512, true>"
-    monkeypatch.setattr(softmax, "_VEC_ONLY", ("kk_softmax_bwd",))
-    assert name(torch.bfloat16, 4096, VECTOR) == "kk_softmax_bwd<__nv_bfloat16, 2, 2" + vec_only
-    assert name(torch.float16, 8192, VECTOR) == "kk_softmax_bwd<__half, 2, 3" + vec_only
-    assert name(torch.float32, 4096, VECTOR) == "kk_softmax_bwd<float, 8, 1" + vec_only
-    assert name(torch.bfloat16, 4096, SHIFTED) == "kk_softmax_bwd<__nv_bfloat16, 2, 2, 512, true, false, 0, true>"
-    assert name(torch.bfloat16, 1000, SCALAR) == "kk_softmax_bwd<__nv_bfloat16, 2, 3, 512, true>"
-    assert name(torch.bfloat16, 4096, VECTOR, "kk_softmax_fwd") == "kk_softmax_fwd<__nv_bfloat16, 2, 4, 512, true>"
-
-
 @pytest.mark.parametrize("gbps_per_sm", [25.4, 36.5], ids=["H100", "H200"])
 def test_held_cross_entropy_rows_by_dram_bandwidth(monkeypatch, gbps_per_sm):
     """The held cross-entropy's 16-bit rows of 2048-16384 columns take 4 packs per thread below LOW_DRAM_GBPS_PER_SM

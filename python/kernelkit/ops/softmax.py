@@ -73,12 +73,6 @@ _HELD_LOW_GBPS = _HELD | {
 # 6000-8192 columns, 56 within 0.2%. The scalar rows (odd widths) run free: bf16 x 1001 157.2 -> 121.3, float32 98.0
 # -> 96.6.
 _HELD_WARPS_LOW_GBPS = {("kk_softmax_fwd", 2): 48}
-# Kernels whose held rows on the 16-byte path take their VEC_ONLY instantiation (kernels/softmax.cu kk_softmax_bwd): one
-# row per block, no path, block or fit test ahead of the row's loads, the launch checked by block 0 after its row. It
-# drops the 16-bit backward's registers at 2 packs from 48 to 40 (sm_90: 6 blocks of 256 threads per SM instead of 5),
-# float32's at 8 packs from 120 to 89. Not yet timed: empty until bench/exp_softmax_bwd_vec_only.sh has measured it
-# (the bf16 backward at 32768 x 4096 trails torch.compile's kernel by 0.56% in GPU time, h200-2026-11-28-s55).
-_VEC_ONLY: Tuple[str, ...] = ()
 
 
 def _warps_cap_smem(k: Kernel, block: int, dev: int, warps: Optional[int]) -> int:
@@ -139,12 +133,9 @@ def _template_args(name: str, packs: int, minb: int) -> str:
     return f"{minb}, {packs}" if name == "kk_softmax_fwd" else f"{packs}, {minb}"
 
 
-def _expr(name: str, ct: str, args: str, shifted: bool, split: bool = False, vec_only: bool = False) -> str:
+def _expr(name: str, ct: str, args: str, shifted: bool, split: bool = False) -> str:
     """A softmax kernel's expression: ``args`` its template arguments after the type, up to HELD; ``shifted``: its
-    SHIFT instantiation (rows of any width on the 16-byte path); ``split``: SPLIT, whose CTAS split_shape fills in;
-    ``vec_only``: the VEC_ONLY instantiation of held rows on the 16-byte path (_VEC_ONLY)."""
-    if vec_only:
-        return f"{name}<{ct}, {args}, false, 0, false, true>"
+    SHIFT instantiation (rows of any width on the 16-byte path); ``split``: SPLIT, whose CTAS split_shape fills in."""
     if shifted:
         return f"{name}<{ct}, {args}, {str(split).lower()}, {'{ctas}' if split else 0}, true>"
     return f"{name}<{ct}, {args}, true>" if split else f"{name}<{ct}, {args}>"
@@ -161,8 +152,7 @@ def _softmax_shape(name: str, dtype: torch.dtype, cols: int, dev: int, path: str
     held_fits = _HELD_LOW_GBPS if low_dram_bandwidth(dev) else _HELD
     for packs, minb, threads in held_fits.get((name, dtype.itemsize), ()):
         if packs * threads <= nv <= packs * 512 and nv > packs * 32:
-            args = f"{_template_args(name, packs, minb)}, 512, true"
-            k = kernel("softmax", _expr(name, ct, args, shifted, vec_only=path == VECTOR and name in _VEC_ONLY))
+            k = kernel("softmax", _expr(name, ct, f"{_template_args(name, packs, minb)}, 512, true", shifted))
             threads = cdiv(cdiv(nv, packs), 32) * 32
             low = path == VECTOR and low_dram_bandwidth(dev)  # the cap was measured on the 16-byte path
             cap = _HELD_WARPS_LOW_GBPS.get((name, dtype.itemsize)) if low else None
