@@ -63,6 +63,30 @@ template <typename T> constexpr int kU = sizeof(T) == 8 ? 2 : 4;  // streamed pa
 // cross-entropy: a warp per row when nv <= this (a single streaming pass: no block barriers, more rows in flight)
 constexpr int kWarpRowPacks = 2048;
 
+// Warp rows (rows of at most 32 lanes' packs) go to teams of G lanes, 32 / G rows to a warp at once: a row of a warp's
+// lanes left most of them idle where it was narrow (bf16 rows of 256 columns: one 16-byte pack a lane, 512 bytes a warp
+// in flight). team_lanes: G, the fewest of 32, 16 and 8 lanes whose `per` packs each cover a row of nv packs (TEAMS
+// false: 32); the callers instantiate each G, so that pack offsets stay immediates (a generic lambda would do it more
+// briefly, but NVRTC 13.0 takes one for a host function). Against whole warps, GPU time alone at 32768 rows on an H200
+// (bench/exp_warp_teams.sh, h200-2026-11-28-s56/ab-h200-warp-teams.log): softmax bf16 x 256 14.4 -> 11.6 us, x 128
+// 14.4 -> 8.0, float32 x 128 11.9 -> 9.4; its backward bf16 x 128 10.3 -> 7.2 (x 256 the same); the cross-entropy
+// backward float32 x 256 24.7 -> 22.5.
+// The kernels whose warp rows go to teams: the warp-row fits of 2 packs a lane (ops/softmax.py _WARP_FITS), launched
+// for rows of up to 64 packs; others kept their registers (the held fit of 2 packs at three 512-thread blocks per SM
+// went from 32 to 40 with team rows compiled in).
+template <int RP, int MAXT> constexpr bool kWarpTeams = RP <= 2 && MAXT <= 256;
+// `least`: a team's fewest lanes (shifted rows: 2 * W, one for each of a row's extra elements, kk::RowShift).
+template <bool TEAMS> __device__ __forceinline__ int team_lanes(long long nv, int per, int least) {
+  const int g = !TEAMS || nv > 16LL * per ? 32 : nv > 8LL * per ? 16 : 8;
+  return g < least ? least : g;
+}
+template <int G> __device__ __forceinline__ long long team_base() {
+  return (blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5)) * (32 / G);
+}
+template <int G> __device__ __forceinline__ long long team_stride() {
+  return (long long)gridDim.x * (blockDim.x >> 5) * (32 / G);
+}
+
 __device__ __forceinline__ float ex2_approx(float x) {  // 2^x; -inf -> 0, NaN -> NaN
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
@@ -187,10 +211,27 @@ __device__ __forceinline__ Red<A, N> warp_partials_allreduce(const A* b, int nw)
   return warp_allreduce<Op, WIDTH>(w);
 }
 
+// Butterfly over aligned groups of g lanes, g a power of two <= 32 known at run time (warp_teams): g = 32 takes
+// warp_allreduce's steps in its order, so the same bits.
+template <class Op, typename A, int N> __device__ __forceinline__ Red<A, N> group_allreduce(Red<A, N> v, int g) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    if (o < g) {
+      Red<A, N> w;
+#pragma unroll
+      for (int i = 0; i < N; ++i) w.f[i] = __shfl_xor_sync(0xffffffffu, v.f[i], o);
+      v = Op::combine(v, w);
+    }
+  }
+  return v;
+}
+
 // BLOCK: all threads of the block (one __syncthreads); red holds 2 * 32 * N values, used alternately by
-// parity so that one barrier per row suffices. Otherwise the calling warp only.
+// parity so that one barrier per row suffices. Otherwise the calling team of `lanes` lanes (warp_teams), every lane of
+// its warp calling.
 template <class Op, bool BLOCK, typename A, int N>
-__device__ __forceinline__ Red<A, N> team_allreduce(Red<A, N> v, A* red, int& parity) {
+__device__ __forceinline__ Red<A, N> team_allreduce(Red<A, N> v, A* red, int& parity, int lanes = 32) {
+  if constexpr (!BLOCK) return group_allreduce<Op>(v, lanes);
   v = warp_allreduce<Op>(v);
   if constexpr (BLOCK) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -338,7 +379,7 @@ __device__ __forceinline__ void fwd_row(const T* xr, T* yr, long long nv, int ti
   st.f[0] = m;
   st.f[1] = s;
   if constexpr (SPLIT) (*cluster)(st.f, ArrayOp<MaxSumOp<T, 2>, A, 2>{});
-  else st = team_allreduce<MaxSumOp<T, 2>, BLOCK>(st, red, parity);
+  else st = team_allreduce<MaxSumOp<T, 2>, BLOCK>(st, red, parity, nt);
   const A r = safe_ref(st.f[0]);
   const A inv = A(1) / st.f[1];  // all -inf row: 1/0 = inf, times exp(-inf) = 0 -> NaN
   if (e.has) yr[e.off] = kk::from_acc<T>(ex<T>(xe - r) * inv);
@@ -426,21 +467,32 @@ __device__ __forceinline__ void held_two_row(const T* xr, T* yr, int nv, int ti,
     }
 }
 
+// Warp rows in teams of G lanes (team_lanes). A warp's turns are taken by all its lanes, since its butterflies take
+// every lane: a team with no row has no packs.
+template <int G, typename T, int W, int RP, bool SHIFT>
+__device__ __forceinline__ void fwd_warp_rows(const T* x, T* y, long long rows, long long cols, acc_t<T>* red,
+                                              int& parity) {
+  const int ti = (threadIdx.x & 31) % G;
+#pragma unroll 1
+  for (long long base = team_base<G>(); base < rows; base += team_stride<G>()) {
+    const long long row = base + (threadIdx.x & 31) / G;
+    const kk::RowAt a = row < rows ? kk::row_at<W, SHIFT>(x, row, cols, ti) : kk::RowAt{};
+    fwd_row<T, W, false, RP, true>(x + a.first, y + a.first, a.nv, ti, G, nullptr, 0, red, parity, a.e);
+  }
+}
+
 // HELD: rows held whole in the registers of one block (traps otherwise); no streaming code. SHIFT: rows of any width
 // on the 16-byte path (kk::RowShift; x and y congruent16).
-template <typename T, int W, int RP, bool HELD, bool KEEP, bool SHIFT>
+template <typename T, int W, int RP, bool HELD, bool KEEP, bool SHIFT, bool TEAMS>
 __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows, long long cols, acc_t<T>* red) {
   extern __shared__ uint4 kk_sm_dyn[];
   const long long nv = cols / W;  // a shifted row's packs: nv or nv - 1
   int parity = 0;
-  if (nv <= RP * 32) {  // warp team: the whole row fits in the warp's registers (no streaming)
-    const long long nw = blockDim.x >> 5;
-    const int lane = threadIdx.x & 31;
-#pragma unroll 1
-    for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw) {
-      const kk::RowAt a = kk::row_at<W, SHIFT>(x, row, cols, lane);
-      fwd_row<T, W, false, RP, true>(x + a.first, y + a.first, a.nv, lane, 32, nullptr, 0, red, parity, a.e);
-    }
+  if (nv <= RP * 32) {  // warp teams (warp_teams): the whole row fits in the team's registers (no streaming)
+    const int g = team_lanes<TEAMS>(nv, RP, SHIFT ? 2 * W : 8);
+    if (g == 32) fwd_warp_rows<32, T, W, RP, SHIFT>(x, y, rows, cols, red, parity);
+    else if (g == 16) fwd_warp_rows<16, T, W, RP, SHIFT>(x, y, rows, cols, red, parity);
+    else fwd_warp_rows<8, T, W, RP, SHIFT>(x, y, rows, cols, red, parity);
   } else {
     if constexpr (HELD) {
       // One row per block, no grid-stride loop, whose state took 8 registers more (40 for 32 in the 16-bit rows of 2
@@ -546,7 +598,7 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
   Red<A, 1> st;
   st.f[0] = d;
   if constexpr (SPLIT) (*cluster)(st.f);
-  else st = team_allreduce<SumOp<T>, BLOCK>(st, red, parity);
+  else st = team_allreduce<SumOp<T>, BLOCK>(st, red, parity, nt);
   const A dot = st.f[0];
   if (e.has) gxr[e.off] = kk::from_acc<T>(ye * (ge - dot));
 #pragma unroll
@@ -584,21 +636,31 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
   }
 }
 
-template <typename T, int W, int RP, bool HELD, bool SHIFT>
+// Warp rows in teams, as fwd_warp_rows.
+template <int G, typename T, int W, int RP, bool SHIFT>
+__device__ __forceinline__ void bwd_warp_rows(const T* gy, const T* y, T* gx, long long rows, long long cols,
+                                              acc_t<T>* red, int& parity) {
+  const int ti = (threadIdx.x & 31) % G;
+#pragma unroll 1
+  for (long long base = team_base<G>(); base < rows; base += team_stride<G>()) {
+    const long long row = base + (threadIdx.x & 31) / G;
+    const kk::RowAt a = row < rows ? kk::row_at<W, SHIFT>(y, row, cols, ti) : kk::RowAt{};
+    const long long o = a.first;
+    bwd_row<T, W, false, RP, true>(gy + o, y + o, gx + o, a.nv, ti, G, nullptr, 0, red, parity, a.e);
+  }
+}
+
+template <typename T, int W, int RP, bool HELD, bool SHIFT, bool TEAMS>
 __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, long long rows, long long cols,
                                                 acc_t<T>* red) {
   extern __shared__ uint4 kk_sm_dyn[];
   const long long nv = cols / W;  // a shifted row's packs: nv or nv - 1
   int parity = 0;
-  if (nv <= RP * 32) {  // warp team: the whole row fits in the warp's registers (no streaming)
-    const long long nw = blockDim.x >> 5;
-    const int lane = threadIdx.x & 31;
-#pragma unroll 1
-    for (long long row = blockIdx.x * nw + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * nw) {
-      const kk::RowAt a = kk::row_at<W, SHIFT>(y, row, cols, lane);
-      const long long o = a.first;
-      bwd_row<T, W, false, RP, true>(gy + o, y + o, gx + o, a.nv, lane, 32, nullptr, 0, red, parity, a.e);
-    }
+  if (nv <= RP * 32) {  // warp teams, as softmax_fwd_run's
+    const int g = team_lanes<TEAMS>(nv, RP, SHIFT ? 2 * W : 8);
+    if (g == 32) bwd_warp_rows<32, T, W, RP, SHIFT>(gy, y, gx, rows, cols, red, parity);
+    else if (g == 16) bwd_warp_rows<16, T, W, RP, SHIFT>(gy, y, gx, rows, cols, red, parity);
+    else bwd_warp_rows<8, T, W, RP, SHIFT>(gy, y, gx, rows, cols, red, parity);
   } else {
     if (HELD && nv > RP * (long long)blockDim.x) __trap();
     T* cache = reinterpret_cast<T*>(kk_sm_dyn);
@@ -852,37 +914,44 @@ __device__ __forceinline__ CeRow<A> ce_row_meta(const long long* target, const A
                   static_cast<A>(to_acc(row_scale[row * scale_stride])) / div};
 }
 
-template <typename T, int W, bool SHIFT, int LD, typename S>
+template <typename T, int W, bool SHIFT, int LD, bool TEAMS, typename S>
 __device__ __forceinline__ void ce_bwd_run(const T* x, const long long* target, const acc_t<T>* stats,
                                            const S* row_scale, long long scale_stride, const acc_t<T>* divisor,
                                            T* grad, long long rows, long long cols, long long ignore_index,
                                            double label_smoothing) {
   using A = acc_t<T>;
   const long long nv = cols / W;
-  const auto [smooth, hit] = ce_smooth<A>(label_smoothing, cols);
-  const bool warp_team = nv <= kWarpRowPacks;
-  const long long nw = warp_team ? (long long)(blockDim.x >> 5) : 1;
-  const int ti = warp_team ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
-  const int nt = warp_team ? 32 : (int)blockDim.x;
-  const long long first = blockIdx.x * nw + (warp_team ? (long long)(threadIdx.x >> 5) : 0);
-  const long long stride = (long long)gridDim.x * nw;
-  if (first >= rows) return;
+  const CeSmooth<A> sm = ce_smooth<A>(label_smoothing, cols);  // not a structured binding: lambdas capture it
   // The next row's target, stats and scale are loaded before this row's logits, so that their latency is
   // not paid before each row's first logit load (double: no registers left for them, 24 bytes of spills).
   constexpr bool kPrefetch = sizeof(A) == 4;
   const A div = divisor != nullptr ? *divisor : A(1);
-  CeRow<A> cur = ce_row_meta(target, stats, row_scale, scale_stride, div, first);
+  // Rows first, first + stride, ... of thread ti of nt.
+  auto run = [&](int ti, int nt, long long first, long long stride) {
+    if (first >= rows) return;
+    CeRow<A> cur = ce_row_meta(target, stats, row_scale, scale_stride, div, first);
 #pragma unroll 1
-  for (long long row = first; row < rows; row += stride) {
-    const long long nxt = row + stride < rows ? row + stride : row;
-    CeRow<A> next;
-    if constexpr (kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, div, nxt);
-    const bool ignored = cur.t == ignore_index;
-    const kk::RowAt a = kk::row_at<W, SHIFT>(x, row, cols, ti);
-    ce_bwd_row<T, W, LD>(x + a.first, grad + a.first, a.nv, ti, nt, cur.t - a.head, ignored ? A(0) : cur.m,
-                         ignored ? A(0) : cur.ls_m, ignored ? A(0) : cur.sc, smooth, hit, ignored, a.e);
-    if constexpr (!kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, div, nxt);
-    cur = next;
+    for (long long row = first; row < rows; row += stride) {
+      const long long nxt = row + stride < rows ? row + stride : row;
+      CeRow<A> next;
+      if constexpr (kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, div, nxt);
+      const bool ignored = cur.t == ignore_index;
+      const kk::RowAt a = kk::row_at<W, SHIFT>(x, row, cols, ti);
+      ce_bwd_row<T, W, LD>(x + a.first, grad + a.first, a.nv, ti, nt, cur.t - a.head, ignored ? A(0) : cur.m,
+                           ignored ? A(0) : cur.ls_m, ignored ? A(0) : cur.sc, sm.smooth, sm.hit, ignored, a.e);
+      if constexpr (!kPrefetch) next = ce_row_meta(target, stats, row_scale, scale_stride, div, nxt);
+      cur = next;
+    }
+  };
+  if (nv > kWarpRowPacks) {
+    run(threadIdx.x, blockDim.x, blockIdx.x, gridDim.x);
+  } else {
+    // Warp rows in teams (team_lanes) whose lanes take kU packs at once; a team's lanes do not shuffle, so each loops
+    // over its own team's rows.
+    const int g = team_lanes<TEAMS>(nv, kU<T>, SHIFT ? 2 * W : 8), lane = threadIdx.x & 31;
+    if (g == 32) run(lane, 32, team_base<32>(), team_stride<32>());
+    else if (g == 16) run(lane % 16, 16, team_base<16>() + lane / 16, team_stride<16>());
+    else run(lane % 8, 8, team_base<8>() + lane / 8, team_stride<8>());
   }
 }
 
@@ -1081,17 +1150,18 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, l
   kk::check_split<SPLIT>();
   constexpr int V = kk::kVec<T>;
   constexpr bool KEEP = kk_sm::kKeepExps<RP, V, MAXT, MINB>;
+  constexpr bool kTeams = kk_sm::kWarpTeams<RP, MAXT>;
   if constexpr (SHIFT) {
     if (!kk::congruent16(kk::addr(x) ^ kk::addr(y))) __trap();
     if constexpr (SPLIT) kk_sm::softmax_fwd_split<T, V, RP, CTAS, true>(x, y, rows, cols, red);
-    else kk_sm::softmax_fwd_run<T, V, RP, HELD, KEEP, true>(x, y, rows, cols, red);
+    else kk_sm::softmax_fwd_run<T, V, RP, HELD, KEEP, true, kTeams>(x, y, rows, cols, red);
   } else if (cols % V == 0 && kk::aligned16(kk::addr(x) | kk::addr(y))) {
     if constexpr (SPLIT) kk_sm::softmax_fwd_split<T, V, RP, CTAS, false>(x, y, rows, cols, red);
-    else kk_sm::softmax_fwd_run<T, V, RP, HELD, KEEP, false>(x, y, rows, cols, red);
+    else kk_sm::softmax_fwd_run<T, V, RP, HELD, KEEP, false, kTeams>(x, y, rows, cols, red);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only
   } else {
-    kk_sm::softmax_fwd_run<T, 1, RP, HELD, kk_sm::kKeepExps<RP, 1, MAXT, MINB>, false>(x, y, rows, cols, red);
+    kk_sm::softmax_fwd_run<T, 1, RP, HELD, kk_sm::kKeepExps<RP, 1, MAXT, MINB>, false, kTeams>(x, y, rows, cols, red);
   }
 }
 
@@ -1116,17 +1186,19 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_bwd(const T* gy, const 
   kk_sm::check_block();
   kk::check_split<SPLIT>();
   constexpr int V = kk::kVec<T>;
+  // (float32 shifted rows keep whole warps: in teams they spill 4 bytes on sm_80, kernels/check_compile.py)
+  constexpr bool kTeams = kk_sm::kWarpTeams<RP, MAXT> && !(SHIFT && sizeof(T) == 4);
   if constexpr (SHIFT) {
     if (!kk::congruent16((kk::addr(gy) ^ kk::addr(y)) | (kk::addr(gx) ^ kk::addr(y)))) __trap();
     if constexpr (SPLIT) kk_sm::softmax_bwd_split<T, V, RP, CTAS, true>(gy, y, gx, rows, cols, red);
-    else kk_sm::softmax_bwd_run<T, V, RP, HELD, true>(gy, y, gx, rows, cols, red);
+    else kk_sm::softmax_bwd_run<T, V, RP, HELD, true, kTeams>(gy, y, gx, rows, cols, red);
   } else if (cols % V == 0 && kk::aligned16(kk::addr(gy) | kk::addr(y) | kk::addr(gx))) {
     if constexpr (SPLIT) kk_sm::softmax_bwd_split<T, V, RP, CTAS, false>(gy, y, gx, rows, cols, red);
-    else kk_sm::softmax_bwd_run<T, V, RP, HELD, false>(gy, y, gx, rows, cols, red);
+    else kk_sm::softmax_bwd_run<T, V, RP, HELD, false, kTeams>(gy, y, gx, rows, cols, red);
   } else if constexpr (SPLIT) {
     __trap();  // rows are split on the 16-byte path only
   } else {
-    kk_sm::softmax_bwd_run<T, 1, RP, HELD, false>(gy, y, gx, rows, cols, red);
+    kk_sm::softmax_bwd_run<T, 1, RP, HELD, false, kTeams>(gy, y, gx, rows, cols, red);
   }
 }
 
@@ -1235,16 +1307,18 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_bwd(const T* logits, const lo
   constexpr bool kLean = MAXR <= 48;
   constexpr bool kShift = sizeof(T) < 8 && !kLean;
   constexpr int kLd = kLean ? kk::kNc : kk_sm::kCeLd;
+  // Warp rows in teams, but in the 16-bit 48-register instantiations, where team rows spill 32 bytes.
+  constexpr bool kTeams = !(kLean && sizeof(T) == 2);
   if (cols % V == 0 && kk::aligned16(kk::addr(logits) | kk::addr(grad)))
-    kk_sm::ce_bwd_run<T, V, false, kLd>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
+    kk_sm::ce_bwd_run<T, V, false, kLd, kTeams>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
                                         ignore_index, label_smoothing);
   // Shifted rows (kk::RowShift), but float64's and the 48-register instantiations' (8 and 28-32 bytes of spills,
   // kernels/check_compile.py), which keep the scalar path.
   else if (kShift && cols < kk::kShiftMaxCols && kk::congruent16(kk::addr(logits) ^ kk::addr(grad)))
-    kk_sm::ce_bwd_run<T, V, kShift, kLd>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows,
+    kk_sm::ce_bwd_run<T, V, kShift, kLd, kTeams>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows,
                                          cols, ignore_index, label_smoothing);
   else
-    kk_sm::ce_bwd_run<T, 1, false, kLd>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
+    kk_sm::ce_bwd_run<T, 1, false, kLd, kTeams>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
                                         ignore_index, label_smoothing);
 }
 

@@ -1228,7 +1228,8 @@ def test_layer_norm_forward_loads_by_dram_bandwidth(monkeypatch, gbps_per_sm):
         ("kk_layer_norm_fwd", torch.bfloat16, 4096): "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2" + keep,
         ("kk_layer_norm_fwd", torch.float16, 8192): "kk_layer_norm_fwd<__half, false, 4, 2" + keep,
         ("kk_layer_norm_fwd", torch.bfloat16, 2048): "kk_layer_norm_fwd<__nv_bfloat16, false, 4, 2" + default,
-        ("kk_layer_norm_fwd", torch.float32, 256): "kk_layer_norm_fwd<float, false, 4, 1" + default,
+        ("kk_layer_norm_fwd", torch.float32, 256): "kk_layer_norm_fwd<float, false, 2, 4" + default,  # _NARROW_FIT
+        ("kk_layer_norm_fwd", torch.float32, 128): "kk_layer_norm_fwd<float, false, 4, 1" + default,
         (
             "kk_rms_norm_fwd",
             torch.bfloat16,
@@ -1255,11 +1256,15 @@ def test_held_norm_forwards_take_their_16_byte_only_kernel(monkeypatch):
         + vec_only,
         ("kk_add_rms_norm_fwd", torch.float64, 512, VECTOR): "kk_add_rms_norm_fwd<double, false, 4, 2" + vec_only,
         ("kk_rms_norm_fwd", torch.float32, 1024, SCALAR): "kk_rms_norm_fwd<float, false, 8, 2>",
+        ("kk_rms_norm_fwd", torch.float32, 256, SCALAR): "kk_rms_norm_fwd<float, false, 2, 4>",  # _NARROW_FIT
+        ("kk_rms_norm_fwd", torch.bfloat16, 256, VECTOR): "kk_rms_norm_fwd<__nv_bfloat16, false, 4, 2" + vec_only,
+        ("kk_add_rms_norm_fwd", torch.bfloat16, 256, VECTOR): "kk_add_rms_norm_fwd<__nv_bfloat16, false, 2, 4"
+        + vec_only,
         ("kk_rms_norm_fwd", torch.float32, 1024, SHIFTED): "kk_rms_norm_fwd<float, false, 4, 2, false, 0, true>",
         ("kk_rms_norm_fwd", torch.bfloat16, 8192, VECTOR): "kk_rms_norm_fwd_wide<__nv_bfloat16, 2, 4>",
         ("kk_rms_norm_fwd", torch.float32, 4096, VECTOR): "kk_rms_norm_fwd_wide<float, 2, 4>",
         ("kk_rms_norm_fwd", torch.float32, 8192, VECTOR): "kk_rms_norm_fwd_wide<float, 4, 3, true>",
-        ("kk_layer_norm_fwd", torch.float32, 256, VECTOR): "kk_layer_norm_fwd<float, false, 4, 1, false, 0, "
+        ("kk_layer_norm_fwd", torch.float32, 256, VECTOR): "kk_layer_norm_fwd<float, false, 2, 4, false, 0, "
         "kk_norms::kLnFwdLd, false, true>",
         ("kk_layer_norm_fwd", torch.float32, 16384, VECTOR): "kk_layer_norm_fwd<float, false, 8, 2, false, 0, "
         "kk_norms::kLnFwdLd, false, true>",
@@ -1337,17 +1342,20 @@ def test_bulk_backward_pairs_its_blocks_where_clusters_fit(monkeypatch, clusters
 
 @pytest.mark.parametrize("capability", [(9, 0), (8, 0)], ids=["sm_90", "sm_80"])
 def test_cross_entropy_backward_rows_up_to_1024_columns_take_48_registers(monkeypatch, capability):
-    """kk_cross_entropy_bwd runs its 48-register instantiation (MAXR) on rows of at most _CE_BWD_LEAN_COLS columns,
-    KEEP_AT_ONE or not, unless the logits or the scale are float64 or the GPU is older than sm_90 (where it spills);
-    wider rows take the default (64 registers for 16-bit rows, 80 otherwise; no GPU needed: the kernel lookup and the
-    occupancy are stand-ins)."""
+    """kk_cross_entropy_bwd runs its 48-register instantiation (MAXR) on rows of at most _CE_BWD_LEAN_COLS columns
+    (16-bit rows: beyond _CE_BWD_TEAM_COLS too, whose narrower rows go in teams on the default kernel), KEEP_AT_ONE or
+    not, unless the logits or the scale are float64 or the GPU is older than sm_90 (where it spills); wider rows take
+    the default (64 registers for 16-bit rows, 80 otherwise; no GPU needed: the kernel lookup and the occupancy are
+    stand-ins)."""
     softmax = _stub_kernels(monkeypatch, "softmax", capability=capability)
     monkeypatch.setattr(softmax, "resident_blocks", lambda k, block, dev, smem=0: 5)
     bf16, f32, f64 = torch.bfloat16, torch.float32, torch.float64
     want = {
-        (bf16, 512, f32, False): "kk_cross_entropy_bwd<__nv_bfloat16, float, false, 48>",
-        (bf16, 256, bf16, True): "kk_cross_entropy_bwd<__nv_bfloat16, __nv_bfloat16, true, 48>",
+        (bf16, 520, f32, False): "kk_cross_entropy_bwd<__nv_bfloat16, float, false, 48>",
+        (bf16, 512, f32, False): "kk_cross_entropy_bwd<__nv_bfloat16, float>",
+        (bf16, 256, bf16, True): "kk_cross_entropy_bwd<__nv_bfloat16, __nv_bfloat16, true>",
         (f32, 64, f32, False): "kk_cross_entropy_bwd<float, float, false, 48>",
+        (f32, 256, bf16, True): "kk_cross_entropy_bwd<float, __nv_bfloat16, true, 48>",
         (bf16, 1024, f32, False): "kk_cross_entropy_bwd<__nv_bfloat16, float, false, 48>",
         (bf16, 1032, f32, False): "kk_cross_entropy_bwd<__nv_bfloat16, float>",
         (bf16, 4096, f32, True): "kk_cross_entropy_bwd<__nv_bfloat16, float, true>",

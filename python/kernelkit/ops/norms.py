@@ -84,18 +84,25 @@ def _scratch_stat(x: torch.Tensor) -> torch.Tensor:
 # (NP, minimum blocks per SM in __launch_bounds__): 2 blocks cap registers at 64, which every forward
 # kernel fits without spills but LayerNorm in float32 (8 bytes).
 _FWD_PACKS = {torch.float32: 8, torch.float64: 4, torch.float16: 4, torch.bfloat16: 4}
+_F32, _B16 = torch.float32, (torch.float16, torch.bfloat16)
 # (kernel, dtype) -> [(lo, hi, packs, minimum blocks)]: rows of lo < cols <= hi columns take that fit, where it
 # was measured faster on an H200. Fewer registers (40 at 3 blocks, 32 at 4) put more rows on each SM:
 # - float32 LayerNorm up to 4096 columns: 4 packs at 1 block (bench/sweep_llm.py: 8 packs at 2 blocks take 2%
 #   longer there);
 # - float32 beyond 2048 columns, and the 16-bit add_rms_norm: 2 to 6% faster than 8 (16-bit: 4) packs at 2
 #   blocks (bench/sweep_rows.py --only norm_fwd_fits, bench/results/h200-2026-11-22-s9/).
-_F32, _B16 = torch.float32, (torch.float16, torch.bfloat16)
+# - rows of 129-256 columns at 2 packs and 4 blocks (float32: a warp a row, 4 rows a block; 16-bit: 16 threads a
+#   row), float32 and the 16-bit add_rms_norm: against the defaults, GPU time alone at 32768 x 256
+#   (bench/exp_warp_teams.sh, h200-2026-11-28-s56/ab-h200-fwd-fit-256-*.log), float32 rms_norm 22.0 -> 19.9 us,
+#   add_rms_norm 38.9 -> 36.1, layer_norm 21.6 -> 20.9, bf16 add_rms_norm 21.0 -> 19.5; the 16-bit rms_norm and
+#   layer_norm ran 9-46% slower there and keep theirs.
+# (The last entry that takes a width wins.)
+_NARROW_FIT = (128, 256, 2, 4)
 _FWD_FIT = {
-    ("kk_layer_norm_fwd", _F32): [(0, 4096, 4, 1), (4096, 8192, 4, 3)],
-    ("kk_rms_norm_fwd", _F32): [(2048, 4096, 2, 4), (4096, 8192, 4, 3)],
-    ("kk_add_rms_norm_fwd", _F32): [(2048, 8192, 4, 3)],
-    **{("kk_add_rms_norm_fwd", t): [(2048, 8192, 2, 3)] for t in _B16},
+    ("kk_layer_norm_fwd", _F32): [(0, 4096, 4, 1), (4096, 8192, 4, 3), _NARROW_FIT],
+    ("kk_rms_norm_fwd", _F32): [(2048, 4096, 2, 4), (4096, 8192, 4, 3), _NARROW_FIT],
+    ("kk_add_rms_norm_fwd", _F32): [(2048, 8192, 4, 3), _NARROW_FIT],
+    **{("kk_add_rms_norm_fwd", t): [(2048, 8192, 2, 3), _NARROW_FIT] for t in _B16},
 }
 # (kernel, dtype) -> [(lo, hi, packs, minimum blocks)]: rows of lo < cols <= hi columns on the 16-byte path take
 # <kernel>_wide (one row per block, butterflies over whole warps, 32-bit pack indices, the launch checked in block 0),

@@ -267,7 +267,13 @@ _KEEP_WAVES = 1
 # 1.7-16.4% less at 256-512, 2.4-3.0% at 1024 (bf16 40.0 -> 38.8 us; h200-2026-11-28-s49/ab-h200-ce-lean-*.log).
 # Against the 80 that all dtypes had before (h100-2026-11-27-s40/ab-ce-bwd-maxr48.log, h200-2026-11-27-s40/
 # ab-h200-ce-bwd-lean.log): 64-512 columns 3-14% less on an H100, 4-19% on an H200; bf16 x 4096 3% more on the H200.
+# 16-bit rows of at most _CE_BWD_TEAM_COLS columns keep the 64-register kernel, whose warp rows go several to a warp
+# (kernels/softmax.cu team_lanes; the 48-register kernel keeps whole warps, since teams spill there): against the
+# 48-register kernel, GPU time alone at 32768 rows (bench/exp_warp_teams.sh, h200-2026-11-28-s56/
+# ab-h200-ce-bwd-teams-r64.log), bf16 x 256 14.6 -> 11.6 us, float16 14.7 -> 11.6, bf16 x 512 25.6 -> 23.4, x 1024 1.3%
+# slower.
 _CE_BWD_LEAN_COLS = 1024
+_CE_BWD_TEAM_COLS = 512
 _LOSS_MAX_BLOCKS = 2047  # kk_sm::kLossMaxBlocks: the reduced loss counts its blocks' arrivals in 11 bits
 
 
@@ -281,7 +287,7 @@ def _ce_shape(
     expr = f"{name}<{CTYPE[dtype]}, {CTYPE[second]}>" if second else f"{name}<{CTYPE[dtype]}>"
     lean = (
         name == "kk_cross_entropy_bwd"
-        and cols <= _CE_BWD_LEAN_COLS
+        and (_CE_BWD_TEAM_COLS if dtype.itemsize == 2 else 0) < cols <= _CE_BWD_LEAN_COLS
         and max(dtype.itemsize, second.itemsize) < 8
         and compute_capability(dev) >= (9, 0)  # sm_80 spills 16 bytes under 48 (kernels/check_compile.py)
     )
