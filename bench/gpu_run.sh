@@ -63,6 +63,7 @@
 #          and Inductor's Triton source for them; NCU_CASES picks the cells),
 #          warp-teams (bench/exp_warp_teams.sh: A/B of softmax.cu's warp rows in teams, and the norm forwards' fits at
 #          256 columns),
+#          softmax-f32-narrow (bench/exp_softmax_f32_narrow.sh: A/B of float32 softmax fits at 260-1024 columns),
 #          ties-norms (bench/exp_ties.py on the norm forwards of session 31's H200 cells, 42 rounds),
 #          ties-ln-fit (bench/exp_ties.py on layer_norm float32 x 4096, shipped and at the _wide fit (4, 2)),
 #          ties-softmax (bench/exp_ties.py on the H100's softmax cells of session 40)
