@@ -211,7 +211,7 @@ __device__ __forceinline__ Red<A, N> warp_partials_allreduce(const A* b, int nw)
   return warp_allreduce<Op, WIDTH>(w);
 }
 
-// Butterfly over aligned groups of g lanes, g a power of two <= 32 known at run time (warp_teams): g = 32 takes
+// Butterfly over aligned groups of g lanes, g a power of two <= 32 (team_lanes): g = 32 takes
 // warp_allreduce's steps in its order, so the same bits.
 template <class Op, typename A, int N> __device__ __forceinline__ Red<A, N> group_allreduce(Red<A, N> v, int g) {
 #pragma unroll
@@ -227,7 +227,7 @@ template <class Op, typename A, int N> __device__ __forceinline__ Red<A, N> grou
 }
 
 // BLOCK: all threads of the block (one __syncthreads); red holds 2 * 32 * N values, used alternately by
-// parity so that one barrier per row suffices. Otherwise the calling team of `lanes` lanes (warp_teams), every lane of
+// parity so that one barrier per row suffices. Otherwise the calling team of `lanes` lanes (team_lanes), every lane of
 // its warp calling.
 template <class Op, bool BLOCK, typename A, int N>
 __device__ __forceinline__ Red<A, N> team_allreduce(Red<A, N> v, A* red, int& parity, int lanes = 32) {
@@ -488,7 +488,7 @@ __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows
   extern __shared__ uint4 kk_sm_dyn[];
   const long long nv = cols / W;  // a shifted row's packs: nv or nv - 1
   int parity = 0;
-  if (nv <= RP * 32) {  // warp teams (warp_teams): the whole row fits in the team's registers (no streaming)
+  if (nv <= RP * 32) {  // warp rows in teams (team_lanes): the whole row fits in the team's registers (no streaming)
     const int g = team_lanes<TEAMS>(nv, RP, SHIFT ? 2 * W : 8);
     if (g == 32) fwd_warp_rows<32, T, W, RP, SHIFT>(x, y, rows, cols, red, parity);
     else if (g == 16) fwd_warp_rows<16, T, W, RP, SHIFT>(x, y, rows, cols, red, parity);
@@ -1118,7 +1118,8 @@ template <typename A> __device__ __forceinline__ A given_divisor(const void* by,
 // kk_softmax_fwd: y[r, :] = softmax(x[r, :]). y may be x (exact in place).
 // Launch: block B (multiple of 32, <= MAXT), 1-D grid of any size; dynamic shared memory optional.
 //   nv = cols / VEC on the vector path (cols % VEC == 0, x, y 16-byte aligned), else cols.
-//   nv <= 32 * RP: warp per row (row in registers): B = 256, grid = min(ceil(rows / 8), occ * SMs).
+//   nv <= 32 * RP: warp rows (row in registers), 2 packs a lane at 256 threads in teams of 8-16 lanes where the row
+//         fits them (kk_sm::team_lanes): B = 256, grid = min(ceil(rows / 8), occ * SMs).
 //   else: block per row; up to RP packs per thread stay in registers, the next S bytes of the row in
 //         dynamic shared memory (S <= max_optin_smem - static), the rest (if any) is streamed twice (L2).
 //         Smaller blocks with more of the row in shared memory are faster (fewer warps per reduction):
@@ -1167,7 +1168,7 @@ __global__ void __launch_bounds__(MAXT, MINB) kk_softmax_fwd(const T* x, T* y, l
 
 // kk_softmax_bwd: gx = y * (gy - sum(gy * y)) per row. gx may be gy or y (exact in place).
 // Launch: as kk_softmax_fwd, with RP register packs per tensor per thread (default 2):
-//   nv <= 32 * RP: warp per row, B = 256, grid = min(ceil(rows / 8), occ * SMs).
+//   nv <= 32 * RP: warp rows (in teams as kk_softmax_fwd's), B = 256, grid = min(ceil(rows / 8), occ * SMs).
 //   else:          block per row, B = clamp(roundup(ceil(nv / RP), 32), 128, MAXT); packs beyond RP * B
 //                  stream; dynamic shared memory S = min(max_optin_smem - static, (nv - RP * B) * 32 bytes)
 //                  caches them; grid = 2 * occ * SMs.
@@ -1283,7 +1284,8 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_loss(const T* logits, const l
 // ab-h200-ce-bwd-keep-r64.log, ab-h200-ce-keep64.log); float32 measured the same at 64 and keeps 80 (3 blocks),
 // float64 spills at 64.
 // Launch: block B (multiple of 32, <= 512; __maxnreg__(MAXR)), any grid, no dynamic shared memory:
-//   nv <= 2048 (kWarpRowPacks): warp per row, B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
+//   nv <= 2048 (kWarpRowPacks): warp rows (in teams of 8-16 lanes where they fit, but at MAXR 48 in 16 bits),
+//              B = 256, grid = min(ceil(rows / 8), 4 * occ * SMs)
 //   else:      block per row, B = 512, grid = min(rows, 4 * occ * SMs)
 template <typename T, typename S = typename kk::Acc<T>::type, bool KEEP_AT_ONE = false,
           int MAXR = sizeof(T) == 2 ? 64 : 80>
@@ -1310,16 +1312,16 @@ __global__ void __maxnreg__(MAXR) kk_cross_entropy_bwd(const T* logits, const lo
   // Warp rows in teams, but in the 16-bit 48-register instantiations, where team rows spill 32 bytes.
   constexpr bool kTeams = !(kLean && sizeof(T) == 2);
   if (cols % V == 0 && kk::aligned16(kk::addr(logits) | kk::addr(grad)))
-    kk_sm::ce_bwd_run<T, V, false, kLd, kTeams>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
-                                        ignore_index, label_smoothing);
+    kk_sm::ce_bwd_run<T, V, false, kLd, kTeams>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows,
+                                                cols, ignore_index, label_smoothing);
   // Shifted rows (kk::RowShift), but float64's and the 48-register instantiations' (8 and 28-32 bytes of spills,
   // kernels/check_compile.py), which keep the scalar path.
   else if (kShift && cols < kk::kShiftMaxCols && kk::congruent16(kk::addr(logits) ^ kk::addr(grad)))
     kk_sm::ce_bwd_run<T, V, kShift, kLd, kTeams>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows,
-                                         cols, ignore_index, label_smoothing);
+                                                 cols, ignore_index, label_smoothing);
   else
-    kk_sm::ce_bwd_run<T, 1, false, kLd, kTeams>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows, cols,
-                                        ignore_index, label_smoothing);
+    kk_sm::ce_bwd_run<T, 1, false, kLd, kTeams>(logits, target, stats, row_scale, scale_stride, divisor, grad, rows,
+                                                cols, ignore_index, label_smoothing);
 }
 
 // kk_cross_entropy_bwd_flat: kk_cross_entropy_bwd's gradient (without KEEP_AT_ONE), the same bits, in one pass of a
