@@ -114,8 +114,8 @@ _SPLIT_FITS = {
 # registers, 8 blocks per SM, where the kernels' defaults take 63-120 registers and 2-4 blocks (kernels/
 # check_compile.py, sm_90): GPU time on an H100 (bench/results/h100-2026-11-27-s40/ab-softmax-warp-fits.log) bf16
 # forward 20-25% less at 64-512 columns, backward 8-18%; float32 3-13%. Wider warp rows keep the defaults (16-bit
-# forward at 65-128 packs on 48 registers: 2% slower); float64 too (at 32 registers it spills). The fits of 2 packs a lane
-# put rows of at most 32 packs 2-4 to a warp (kernels/softmax.cu team_lanes).
+# forward at 65-128 packs on 48 registers: 2% slower); float64 too (at 32 registers it spills). The fits of 2 packs a
+# lane put rows of at most 32 packs 2-4 to a warp (kernels/softmax.cu team_lanes).
 _WARP_FITS = {
     ("kk_softmax_fwd", 2): ((2, 8, 256, True), (4, 1, 512, False)),
     ("kk_softmax_fwd", 4): ((2, 8, 256, True), (4, 2, 512, False)),
