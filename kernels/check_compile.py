@@ -360,11 +360,16 @@ def main():
     ap.add_argument("--cubin-dir")
     ap.add_argument("--only", nargs="*", help="source files to check (default: all)")
     ap.add_argument("--names", nargs="*", help="instantiations to report instead of the shipped ones (one --only file)")
+    # NVRTC versions differ: 13.0 (torch 2.11's, the GPU machine's) takes a generic lambda in device code for a host
+    # function, which 13.2 compiles (h200-2026-11-28-s56/pytest-generic-lambda.log). Another one, from its wheel:
+    #   pip download --no-deps "nvidia-cuda-nvrtc==13.0.*" && python3 -m zipfile -e nvidia_cuda_nvrtc-13.0*.whl n130
+    #   L=n130/nvidia/cu13/lib; LD_LIBRARY_PATH=$L python3 kernels/check_compile.py --nvrtc $L/libnvrtc.so.13
+    ap.add_argument("--nvrtc", help="a libnvrtc.so to compile with (default: the one of torch's CUDA wheels)")
     args = ap.parse_args()
     if args.names and len(args.only or ()) != 1:
         ap.error("--names needs exactly one --only source file")
     root = _cu13()
-    lib = ctypes.CDLL(os.path.join(root, "lib", "libnvrtc.so.13"))
+    lib = ctypes.CDLL(args.nvrtc or os.path.join(root, "lib", "libnvrtc.so.13"))
     ok = True
     for arch in args.arch:
         for src, names in instantiations().items():
