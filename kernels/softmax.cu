@@ -182,14 +182,19 @@ template <class Op, typename A, int N> struct ArrayOp {
 // Blocks take at most this many warps (check_block; the launch bounds say 512 threads where they bound threads).
 constexpr int kMaxWarps = 16;
 
-// Butterfly over aligned groups of WIDTH lanes (a power of two <= 32): every lane of a group ends with the same bits.
-template <class Op, int WIDTH = 32, typename A, int N> __device__ __forceinline__ Red<A, N> warp_allreduce(Red<A, N> v) {
+// Butterfly over aligned groups of WIDTH lanes (a power of two <= 32), or of g <= WIDTH where g is given (a power of two:
+// team_lanes' teams): every lane of a group ends with the same bits. A group of g lanes takes the last log2(g) of
+// WIDTH's steps, in their order.
+template <class Op, int WIDTH = 32, typename A, int N>
+__device__ __forceinline__ Red<A, N> warp_allreduce(Red<A, N> v, int g = WIDTH) {
 #pragma unroll
   for (int o = WIDTH / 2; o > 0; o >>= 1) {
-    Red<A, N> w;
+    if (o < g) {
+      Red<A, N> w;
 #pragma unroll
-    for (int i = 0; i < N; ++i) w.f[i] = __shfl_xor_sync(0xffffffffu, v.f[i], o);
-    v = Op::combine(v, w);
+      for (int i = 0; i < N; ++i) w.f[i] = __shfl_xor_sync(0xffffffffu, v.f[i], o);
+      v = Op::combine(v, w);
+    }
   }
   return v;
 }
@@ -211,28 +216,12 @@ __device__ __forceinline__ Red<A, N> warp_partials_allreduce(const A* b, int nw)
   return warp_allreduce<Op, WIDTH>(w);
 }
 
-// Butterfly over aligned groups of g lanes, g a power of two <= 32 (team_lanes): g = 32 takes
-// warp_allreduce's steps in its order, so the same bits.
-template <class Op, typename A, int N> __device__ __forceinline__ Red<A, N> group_allreduce(Red<A, N> v, int g) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    if (o < g) {
-      Red<A, N> w;
-#pragma unroll
-      for (int i = 0; i < N; ++i) w.f[i] = __shfl_xor_sync(0xffffffffu, v.f[i], o);
-      v = Op::combine(v, w);
-    }
-  }
-  return v;
-}
-
 // BLOCK: all threads of the block (one __syncthreads); red holds 2 * 32 * N values, used alternately by
 // parity so that one barrier per row suffices. Otherwise the calling team of `lanes` lanes (team_lanes), every lane of
 // its warp calling.
 template <class Op, bool BLOCK, typename A, int N>
 __device__ __forceinline__ Red<A, N> team_allreduce(Red<A, N> v, A* red, int& parity, int lanes = 32) {
-  if constexpr (!BLOCK) return group_allreduce<Op>(v, lanes);
-  v = warp_allreduce<Op>(v);
+  v = warp_allreduce<Op>(v, BLOCK ? 32 : lanes);
   if constexpr (BLOCK) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     A* b = red + parity * 32 * N;
@@ -467,18 +456,25 @@ __device__ __forceinline__ void held_two_row(const T* xr, T* yr, int nv, int ti,
     }
 }
 
-// Warp rows in teams of G lanes (team_lanes). A warp's turns are taken by all its lanes, since its butterflies take
-// every lane: a team with no row has no packs.
-template <int G, typename T, int W, int RP, bool SHIFT>
-__device__ __forceinline__ void fwd_warp_rows(const T* x, T* y, long long rows, long long cols, acc_t<T>* red,
-                                              int& parity) {
+// Warp rows in teams of G lanes (team_lanes): f(the RowAt of this lane's row in x, its place in the team, G) at each of
+// the warp's turns. All its lanes take every turn, since its butterflies take every lane: a team with no row gets no
+// packs.
+template <int G, int W, bool SHIFT, typename T, class F>
+__device__ __forceinline__ void team_turns(const T* x, long long rows, long long cols, F&& f) {
   const int ti = (threadIdx.x & 31) % G;
 #pragma unroll 1
   for (long long base = team_base<G>(); base < rows; base += team_stride<G>()) {
     const long long row = base + (threadIdx.x & 31) / G;
-    const kk::RowAt a = row < rows ? kk::row_at<W, SHIFT>(x, row, cols, ti) : kk::RowAt{};
-    fwd_row<T, W, false, RP, true>(x + a.first, y + a.first, a.nv, ti, G, nullptr, 0, red, parity, a.e);
+    f(row < rows ? kk::row_at<W, SHIFT>(x, row, cols, ti) : kk::RowAt{}, ti, G);
   }
+}
+// team_turns at team_lanes' G for rows of nv packs, `per` a lane.
+template <bool TEAMS, int W, bool SHIFT, typename T, class F>
+__device__ __forceinline__ void warp_rows(const T* x, long long rows, long long cols, long long nv, int per, F&& f) {
+  const int g = team_lanes<TEAMS>(nv, per, SHIFT ? 2 * W : 8);
+  if (g == 32) team_turns<32, W, SHIFT>(x, rows, cols, f);
+  else if (g == 16) team_turns<16, W, SHIFT>(x, rows, cols, f);
+  else team_turns<8, W, SHIFT>(x, rows, cols, f);
 }
 
 // HELD: rows held whole in the registers of one block (traps otherwise); no streaming code. SHIFT: rows of any width
@@ -489,10 +485,9 @@ __device__ __forceinline__ void softmax_fwd_run(const T* x, T* y, long long rows
   const long long nv = cols / W;  // a shifted row's packs: nv or nv - 1
   int parity = 0;
   if (nv <= RP * 32) {  // warp rows in teams (team_lanes): the whole row fits in the team's registers (no streaming)
-    const int g = team_lanes<TEAMS>(nv, RP, SHIFT ? 2 * W : 8);
-    if (g == 32) fwd_warp_rows<32, T, W, RP, SHIFT>(x, y, rows, cols, red, parity);
-    else if (g == 16) fwd_warp_rows<16, T, W, RP, SHIFT>(x, y, rows, cols, red, parity);
-    else fwd_warp_rows<8, T, W, RP, SHIFT>(x, y, rows, cols, red, parity);
+    warp_rows<TEAMS, W, SHIFT>(x, rows, cols, nv, RP, [&](const kk::RowAt& a, int ti, int g) {
+      fwd_row<T, W, false, RP, true>(x + a.first, y + a.first, a.nv, ti, g, nullptr, 0, red, parity, a.e);
+    });
   } else {
     if constexpr (HELD) {
       // One row per block, no grid-stride loop, whose state took 8 registers more (40 for 32 in the 16-bit rows of 2
@@ -636,20 +631,6 @@ __device__ __forceinline__ void bwd_row(const T* gr, const T* yr, T* gxr, long l
   }
 }
 
-// Warp rows in teams, as fwd_warp_rows.
-template <int G, typename T, int W, int RP, bool SHIFT>
-__device__ __forceinline__ void bwd_warp_rows(const T* gy, const T* y, T* gx, long long rows, long long cols,
-                                              acc_t<T>* red, int& parity) {
-  const int ti = (threadIdx.x & 31) % G;
-#pragma unroll 1
-  for (long long base = team_base<G>(); base < rows; base += team_stride<G>()) {
-    const long long row = base + (threadIdx.x & 31) / G;
-    const kk::RowAt a = row < rows ? kk::row_at<W, SHIFT>(y, row, cols, ti) : kk::RowAt{};
-    const long long o = a.first;
-    bwd_row<T, W, false, RP, true>(gy + o, y + o, gx + o, a.nv, ti, G, nullptr, 0, red, parity, a.e);
-  }
-}
-
 template <typename T, int W, int RP, bool HELD, bool SHIFT, bool TEAMS>
 __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, long long rows, long long cols,
                                                 acc_t<T>* red) {
@@ -657,10 +638,10 @@ __device__ __forceinline__ void softmax_bwd_run(const T* gy, const T* y, T* gx, 
   const long long nv = cols / W;  // a shifted row's packs: nv or nv - 1
   int parity = 0;
   if (nv <= RP * 32) {  // warp teams, as softmax_fwd_run's
-    const int g = team_lanes<TEAMS>(nv, RP, SHIFT ? 2 * W : 8);
-    if (g == 32) bwd_warp_rows<32, T, W, RP, SHIFT>(gy, y, gx, rows, cols, red, parity);
-    else if (g == 16) bwd_warp_rows<16, T, W, RP, SHIFT>(gy, y, gx, rows, cols, red, parity);
-    else bwd_warp_rows<8, T, W, RP, SHIFT>(gy, y, gx, rows, cols, red, parity);
+    warp_rows<TEAMS, W, SHIFT>(y, rows, cols, nv, RP, [&](const kk::RowAt& a, int ti, int g) {
+      const long long o = a.first;
+      bwd_row<T, W, false, RP, true>(gy + o, y + o, gx + o, a.nv, ti, g, nullptr, 0, red, parity, a.e);
+    });
   } else {
     if (HELD && nv > RP * (long long)blockDim.x) __trap();
     T* cache = reinterpret_cast<T*>(kk_sm_dyn);
