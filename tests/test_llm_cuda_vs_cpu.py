@@ -719,7 +719,7 @@ def test_softmax_and_cross_entropy(dtype, cols, offset):
 @pytest.mark.parametrize("cols", [16, 64, 128, 256, 255])
 @pytest.mark.parametrize("rows", [1, 3, 37, 135171])
 def test_narrow_rows_in_warp_teams(dtype, cols, rows):
-    """Rows of at most 16 lanes' packs go 2 or 4 to a warp (kernels/softmax.cu with_team_lanes): softmax, its backward
+    """Rows of at most 16 lanes' packs go 2 or 4 to a warp (kernels/softmax.cu team_lanes): softmax, its backward
     and the cross-entropy backward agree with the CPU where the last team of a warp has no row (1, 3, 37 rows) and
     where warps take several turns over 135171 rows (the resident grid's last turn partly empty); 255 columns: shifted
     rows."""
